@@ -1,0 +1,1 @@
+"""The embedded vLLM engine, model provisioning and KV-cache blending."""

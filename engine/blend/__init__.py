@@ -1,0 +1,1 @@
+"""Pure-torch maths of CacheBlend: RoPE re-rotation, HKVD selection, selective attention."""

