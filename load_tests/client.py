@@ -44,7 +44,10 @@ class NoServedModelError(RuntimeError):
 
 
 class RequestBudget:
-    """Hands out request slots until either the count or the deadline runs out."""
+    """Hands out request slots until either the count or the deadline runs out.
+
+    ``deadline`` is a :func:`time.perf_counter` reading.
+    """
 
     def __init__(self, max_requests: int, deadline: float) -> None:
         self._remaining = max_requests

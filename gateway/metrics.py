@@ -1,0 +1,55 @@
+"""Prometheus metrics of the gateway, exported beside vLLM's own on ``GET /metrics``."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+REQUESTS = Counter(
+    "ragblend_requests_total", "HTTP requests by route and status code.", ["route", "status"]
+)
+IN_FLIGHT = Gauge("ragblend_requests_in_flight", "Generation requests being served now.", ["route"])
+TIME_TO_FIRST_TOKEN = Histogram(
+    "ragblend_time_to_first_token_seconds",
+    "Seconds from request arrival to the first generated token.",
+    ["route"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128),
+)
+PROMPT_TOKENS = Counter("ragblend_prompt_tokens_total", "Prompt tokens processed.", ["route"])
+GENERATION_TOKENS = Counter("ragblend_generation_tokens_total", "Tokens generated.", ["route"])
+
+KNOWN_ROUTES = frozenset(
+    {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"}
+)
+
+
+def route_label(path: str) -> str:
+    if path in KNOWN_ROUTES:
+        return path
+    if path.startswith("/v1/models/"):
+        return "/v1/models/{id}"
+    return "other"
+
+
+class RequestCounter:
+    """ASGI middleware counting every HTTP response by route and status, streaming included."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def record_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            REQUESTS.labels(route_label(scope["path"]), str(status)).inc()

@@ -1,0 +1,144 @@
+"""Serve a generation as JSON or as server-sent events, with admission, metrics and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from vllm.exceptions import VLLMClientError
+from vllm.v1.engine.exceptions import EngineDeadError
+
+from gateway import metrics
+from gateway.errors import APIError
+from gateway.generation import ChoiceDelta, Generation, TokenLogprob, Usage
+from gateway.state import AppState
+
+DONE = "data: [DONE]\n\n"
+CLIENT_CLOSED_REQUEST = 499
+DISCONNECT_POLL_SECONDS = 0.25
+
+
+@dataclass
+class FinishedChoice:
+    index: int
+    text: str = ""
+    logprobs: list[TokenLogprob] | None = None
+    finish_reason: str | None = None
+
+
+class ResponseFormat(Protocol):
+    def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]: ...
+
+    def usage_chunk(self, usage: Usage) -> dict[str, Any]: ...
+
+    def body(self, choices: list[FinishedChoice], usage: Usage) -> dict[str, Any]: ...
+
+
+def response_id(prefix: str) -> tuple[str, int]:
+    return f"{prefix}-{time.time_ns():x}", int(time.time())
+
+
+def sse(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+def engine_error(exc: Exception) -> APIError:
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, EngineDeadError):
+        return APIError(503, "The engine has stopped; the server needs a restart.")
+    if isinstance(exc, VLLMClientError):
+        return APIError(400, str(exc))
+    raise exc
+
+
+async def respond(
+    request: Request,
+    state: AppState,
+    generation: Generation,
+    response_format: ResponseFormat,
+    *,
+    stream: bool,
+    include_usage: bool,
+) -> Response:
+    route = metrics.route_label(request.url.path)
+    state.gate.enter()
+    metrics.IN_FLIGHT.labels(route).inc()
+    metrics.PROMPT_TOKENS.labels(route).inc(generation.usage.prompt_tokens)
+
+    def finish() -> None:
+        state.gate.leave()
+        metrics.IN_FLIGHT.labels(route).dec()
+        metrics.GENERATION_TOKENS.labels(route).inc(generation.usage.completion_tokens)
+        if generation.time_to_first_token is not None:
+            metrics.TIME_TO_FIRST_TOKEN.labels(route).observe(generation.time_to_first_token)
+
+    if stream:
+        events = _events(generation, response_format, include_usage, finish)
+        return StreamingResponse(
+            events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+    try:
+        return await _json_unless_disconnected(request, generation, response_format)
+    finally:
+        finish()
+
+
+async def _events(
+    generation: Generation,
+    response_format: ResponseFormat,
+    include_usage: bool,
+    finish: Any,
+) -> AsyncIterator[str]:
+    try:
+        async with aclosing(generation.deltas()) as deltas:
+            async for delta in deltas:
+                for chunk in response_format.chunks(delta):
+                    if include_usage:
+                        chunk["usage"] = None
+                    yield sse(chunk)
+        if include_usage:
+            yield sse(response_format.usage_chunk(generation.usage))
+    except Exception as exc:
+        yield sse(engine_error(exc).body())
+    finally:
+        finish()
+    yield DONE
+
+
+async def _collect(generation: Generation, response_format: ResponseFormat) -> dict[str, Any]:
+    choices: dict[int, FinishedChoice] = {}
+    async with aclosing(generation.deltas()) as deltas:
+        async for delta in deltas:
+            choice = choices.setdefault(delta.index, FinishedChoice(delta.index))
+            choice.text += delta.text
+            if delta.logprobs is not None:
+                choice.logprobs = (choice.logprobs or []) + delta.logprobs
+            choice.finish_reason = delta.finish_reason or choice.finish_reason
+    ordered = [choices[index] for index in sorted(choices)]
+    return response_format.body(ordered, generation.usage)
+
+
+async def _json_unless_disconnected(
+    request: Request, generation: Generation, response_format: ResponseFormat
+) -> Response:
+    """Wait for the whole answer, aborting the generation if the client goes away first."""
+    task = asyncio.create_task(_collect(generation, response_format))
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
+        if done:
+            break
+        if await request.is_disconnected():
+            task.cancel()
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+    try:
+        return JSONResponse(task.result())
+    except Exception as exc:
+        raise engine_error(exc) from exc

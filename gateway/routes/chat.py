@@ -1,0 +1,125 @@
+"""``POST /v1/chat/completions``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from gateway.generation import ChoiceDelta, Generation, TokenLogprob, Usage
+from gateway.prompts import chat_prompt, completion_budget
+from gateway.protocol import ChatCompletionRequest
+from gateway.responses import FinishedChoice, respond, response_id
+from gateway.sampling import sampling_params
+from gateway.state import ReadyState, authorized, check_model
+
+router = APIRouter(dependencies=[Depends(authorized)])
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def create_chat_completion(
+    body: ChatCompletionRequest, request: Request, state: ReadyState
+) -> Response:
+    arrived = time.perf_counter()
+    check_model(body.model, state)
+    engine = state.engine
+    assert engine is not None
+    prompt = chat_prompt(body.messages, state.tokenizer)
+    budget = completion_budget(
+        len(prompt), body.max_tokens, engine.max_model_len, state.settings.max_tokens_default
+    )
+    top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
+    params = sampling_params(body, budget, top_logprobs, engine.max_logprobs)
+    generation = Generation(engine, [prompt], params, started=arrived)
+    completion_id, created = response_id("chatcmpl")
+    response_format = ChatFormat(completion_id, created, body.model)
+    return await respond(
+        request,
+        state,
+        generation,
+        response_format,
+        stream=body.stream,
+        include_usage=body.include_usage,
+    )
+
+
+@dataclass
+class ChatFormat:
+    completion_id: str
+    created: int
+    model: str
+    _opened: set[int] = field(default_factory=set)
+
+    def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+
+    def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]:
+        """The role first, then content, then an empty delta carrying the finish reason."""
+        chunks = []
+        if delta.index not in self._opened:
+            self._opened.add(delta.index)
+            opening = {"role": "assistant", "content": ""}
+            chunks.append(self._chunk([_stream_choice(delta.index, opening, None, None)]))
+        if delta.text or delta.logprobs:
+            content = {"content": delta.text}
+            logprobs = _logprobs(delta.logprobs)
+            chunks.append(self._chunk([_stream_choice(delta.index, content, logprobs, None)]))
+        if delta.finish_reason is not None:
+            closing = _stream_choice(delta.index, {}, None, delta.finish_reason)
+            chunks.append(self._chunk([closing]))
+        return chunks
+
+    def usage_chunk(self, usage: Usage) -> dict[str, Any]:
+        return {**self._chunk([]), "usage": usage.as_dict()}
+
+    def body(self, choices: list[FinishedChoice], usage: Usage) -> dict[str, Any]:
+        rendered = [
+            {
+                "index": choice.index,
+                "message": {"role": "assistant", "content": choice.text},
+                "logprobs": _logprobs(choice.logprobs),
+                "finish_reason": choice.finish_reason,
+            }
+            for choice in choices
+        ]
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": rendered,
+            "usage": usage.as_dict(),
+        }
+
+
+def _stream_choice(
+    index: int, delta: dict[str, Any], logprobs: dict[str, Any] | None, finish: str | None
+) -> dict[str, Any]:
+    return {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+
+
+def _token(token: str, logprob: float) -> dict[str, Any]:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+
+def _logprobs(entries: list[TokenLogprob] | None) -> dict[str, Any] | None:
+    if entries is None:
+        return None
+    return {
+        "content": [
+            {
+                **_token(entry.token, entry.logprob),
+                "top_logprobs": [_token(token, logprob) for token, logprob in entry.top],
+            }
+            for entry in entries
+        ]
+    }

@@ -1,0 +1,103 @@
+"""``POST /v1/completions``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from gateway.generation import ChoiceDelta, Generation, TokenLogprob, Usage
+from gateway.prompts import completion_budget, completion_prompts
+from gateway.protocol import CompletionRequest
+from gateway.responses import FinishedChoice, respond, response_id
+from gateway.sampling import sampling_params
+from gateway.state import ReadyState, authorized, check_model
+
+router = APIRouter(dependencies=[Depends(authorized)])
+
+
+@router.post("/v1/completions", response_model=None)
+async def create_completion(
+    body: CompletionRequest, request: Request, state: ReadyState
+) -> Response:
+    arrived = time.perf_counter()
+    check_model(body.model, state)
+    engine = state.engine
+    assert engine is not None
+    prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)
+    budget = min(
+        completion_budget(
+            len(ids), body.max_tokens, engine.max_model_len, state.settings.max_tokens_default
+        )
+        for ids in prompts
+    )
+    params = sampling_params(body, budget, body.logprobs, engine.max_logprobs)
+    generation = Generation(engine, prompts, params, started=arrived)
+    completion_id, created = response_id("cmpl")
+    response_format = CompletionFormat(completion_id, created, body.model)
+    return await respond(
+        request,
+        state,
+        generation,
+        response_format,
+        stream=body.stream,
+        include_usage=body.include_usage,
+    )
+
+
+@dataclass
+class CompletionFormat:
+    completion_id: str
+    created: int
+    model: str
+
+    def _envelope(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": self.completion_id,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+
+    def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]:
+        choice = {
+            "index": delta.index,
+            "text": delta.text,
+            "logprobs": _logprobs(delta.logprobs),
+            "finish_reason": delta.finish_reason,
+        }
+        return [self._envelope([choice])]
+
+    def usage_chunk(self, usage: Usage) -> dict[str, Any]:
+        return {**self._envelope([]), "usage": usage.as_dict()}
+
+    def body(self, choices: list[FinishedChoice], usage: Usage) -> dict[str, Any]:
+        rendered = [
+            {
+                "index": choice.index,
+                "text": choice.text,
+                "logprobs": _logprobs(choice.logprobs),
+                "finish_reason": choice.finish_reason,
+            }
+            for choice in choices
+        ]
+        return {**self._envelope(rendered), "usage": usage.as_dict()}
+
+
+def _logprobs(entries: list[TokenLogprob] | None) -> dict[str, Any] | None:
+    if entries is None:
+        return None
+    offsets, offset = [], 0
+    for entry in entries:
+        offsets.append(offset)
+        offset += len(entry.token)
+    return {
+        "tokens": [entry.token for entry in entries],
+        "token_logprobs": [entry.logprob for entry in entries],
+        "top_logprobs": [dict(entry.top) for entry in entries],
+        "text_offset": offsets,
+    }

@@ -1,0 +1,76 @@
+"""What the app holds while it runs, and the request dependencies that read it."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from engine.runtime import Engine
+from gateway.admission import AdmissionGate
+from gateway.errors import APIError
+from gateway.settings import Settings
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    gate: AdmissionGate = field(init=False)
+    engine: Engine | None = None
+    tokenizer: Any = None
+    load_error: str | None = None
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def __post_init__(self) -> None:
+        self.gate = AdmissionGate(self.settings.max_concurrent_requests)
+
+    @property
+    def ready(self) -> bool:
+        return self.engine is not None and self.engine.is_alive
+
+    def model_names(self) -> set[str]:
+        return {self.settings.name_for_clients, self.settings.model}
+
+
+def app_state(request: Request) -> AppState:
+    return request.app.state.ragblend
+
+
+def authorized(request: Request) -> None:
+    keys = app_state(request).settings.api_keys
+    if not keys:
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not any(
+        hmac.compare_digest(token.strip(), key) for key in keys
+    ):
+        raise APIError(401, "Missing or invalid API key: send 'Authorization: Bearer <key>'.")
+
+
+def ready_state(request: Request) -> AppState:
+    state = app_state(request)
+    if state.load_error is not None:
+        raise APIError(503, f"The model failed to load: {state.load_error}")
+    if state.engine is None:
+        raise APIError(503, "The model is still loading; retry when /health reports ready.")
+    if not state.engine.is_alive:
+        raise APIError(503, "The engine has stopped; the server needs a restart.")
+    return state
+
+
+def check_model(requested: str, state: AppState) -> None:
+    if requested not in state.model_names():
+        raise APIError(
+            404,
+            f"The model '{requested}' does not exist; this server serves "
+            f"'{state.settings.name_for_clients}'.",
+            param="model",
+            code="model_not_found",
+        )
+
+
+CurrentState = Annotated[AppState, Depends(app_state)]
+ReadyState = Annotated[AppState, Depends(ready_state)]
