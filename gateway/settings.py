@@ -6,7 +6,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -24,6 +24,10 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535, description="Port the HTTP server binds.")
     data_dir: Path = Field(
         Path("data"), description="Root of everything persisted: models, vLLM cache, documents."
+    )
+    models_dir: Path = Field(
+        Path(),
+        description="Where converted models are cached; defaults to `<data_dir>/models`.",
     )
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -61,13 +65,15 @@ class Settings(BaseSettings):
             return [key.strip() for key in value.split(",") if key.strip()]
         return value
 
+    @model_validator(mode="after")
+    def _default_models_dir(self) -> Settings:
+        if self.models_dir == Path():
+            self.models_dir = self.data_dir / "models"
+        return self
+
     @cached_property
     def name_for_clients(self) -> str:
         return self.served_model_name or Path(self.model).name
-
-    @property
-    def models_dir(self) -> Path:
-        return self.data_dir / "models"
 
     @property
     def vllm_cache_dir(self) -> Path:

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install ragblend and everything it needs into .venv/ (idempotent; fast when nothing changed).
+#   bash scripts/install.sh          # serving: CPU, or CUDA when an NVIDIA GPU is visible
+#   bash scripts/install.sh dev      # serving plus the test and lint tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python="${RAGBLEND_PYTHON:-python3.11}"
+command -v "$python" >/dev/null || { echo "error: $python not found (ragblend needs Python 3.11)" >&2; exit 1; }
+
+device="${RAGBLEND_INSTALL_DEVICE:-}"
+if [ -z "$device" ]; then
+  device=cpu
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then device=cuda; fi
+fi
+extras="$device,retrieval"
+[ "${1:-}" = "dev" ] && extras="$extras,dev"
+
+stamp=".venv/.ragblend-installed"
+wanted="$extras $(sha256sum pyproject.toml | cut -c1-16)"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
+  exit 0
+fi
+
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+echo "Installing ragblend[$extras] into .venv/ (first time: a few minutes)" >&2
+.venv/bin/python -m pip install --disable-pip-version-check -q -e ".[$extras]"
+# pip drags in CUDA builds of these; they break `import transformers` on the CPU torch.
+if [ "$device" = cpu ]; then
+  .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+echo "$wanted" > "$stamp"

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Install with the development tools, then run lint and the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh dev
+.venv/bin/ruff check .
+exec .venv/bin/python -m pytest "$@"

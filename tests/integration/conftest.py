@@ -1,0 +1,96 @@
+"""One real gateway with the real engine on SmolLM2, started once for the whole session."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_MODEL = "smollm2-135m-instruct"
+API_KEY = "test-key"
+MAX_CONCURRENT = 6
+MAX_MODEL_LEN = 2048
+STARTUP_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    model: str
+    api_key: str
+    log: Path
+    models_dir: Path
+
+    def client(self) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=120)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"server exited with {process.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(1)
+    pytest.fail(f"server not ready after {STARTUP_SECONDS}s:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data_dir = tmp_path_factory.mktemp("data")
+    models_dir = Path(os.environ.get("RAGBLEND_MODELS_DIR", REPO / "data" / "models"))
+    log = data_dir / "server.log"
+    port = _free_port()
+    env = {
+        **os.environ,
+        "RAGBLEND_MODEL": TEST_MODEL,
+        "RAGBLEND_DATA_DIR": str(data_dir),
+        "RAGBLEND_MODELS_DIR": str(models_dir),
+        "RAGBLEND_API_KEYS": f"other-key,{API_KEY}",
+        "RAGBLEND_MAX_CONCURRENT_REQUESTS": str(MAX_CONCURRENT),
+        "RAGBLEND_MAX_MODEL_LEN": str(MAX_MODEL_LEN),
+        "RAGBLEND_KV_CACHE_GIB": "1",
+        "RAGBLEND_LOG_LEVEL": "warning",
+    }
+    command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, process, log)
+        yield Server(url, TEST_MODEL, API_KEY, log, models_dir)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture(scope="session")
+def tokenizer(server: Server) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(server.models_dir / server.model)
