@@ -1,0 +1,159 @@
+"""The blended prefill: reuse cached chunk KV anywhere in the prompt, recompute a few tokens.
+
+One pass over the decoder layers. Layer by layer every cached chunk's K/V is re-rotated to its
+new position, the tokens still "active" are computed fresh and overwrite their cached rows, and at
+check layers the active set narrows to the tokens whose fresh K/V deviate most from the cache
+(HKVD selection, gradually filtered). Tokens with no cache (prefix, gaps, missed chunks) are
+always active. Active queries attend to the fused K/V with an exact causal mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from engine.blend.attention import selective_attention
+from engine.blend.rope import RopeSpec, rotate_keys
+from engine.blend.select import GradualSchedule, Metric, keep_count, kv_deviation, select_top
+
+
+class DecoderAdapter(Protocol):
+    """The few module calls a blended prefill needs from a decoder-only model."""
+
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    scale: float
+
+    def embed(self, token_ids: Tensor) -> Tensor: ...
+
+    def qkv(
+        self, layer: int, hidden: Tensor, residual: Tensor | None, positions: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Pre-attention half of a layer: (q [n,H,D], k [n,KV,D], v [n,KV,D], residual)."""
+        ...
+
+    def finish(self, layer: int, attention: Tensor, residual: Tensor) -> tuple[Tensor, Tensor]:
+        """Post-attention half: o_proj, residual add, norm, MLP -> (hidden, residual)."""
+        ...
+
+
+@dataclass
+class CachedChunk:
+    """A stored chunk placed at [start, end) of the prompt; it was computed at `source_start`."""
+
+    start: int
+    end: int
+    source_start: int
+    layers: Iterator[tuple[Tensor, Tensor]]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """How many cached tokens to recompute: a ratio shaped over check layers by multipliers."""
+
+    ratio: float
+    check_layers: tuple[tuple[int, float], ...] = ((1, 2.0), (2, 1.5), (3, 1.0))
+    metric: Metric = "v"
+    normalize: bool = False
+
+    def schedule(self) -> GradualSchedule | None:
+        if self.ratio <= 0 or self.ratio >= 1:
+            return None
+        points = tuple((layer, min(1.0, self.ratio * scale)) for layer, scale in self.check_layers)
+        return GradualSchedule(points)
+
+
+@dataclass(frozen=True)
+class BlendResult:
+    reused_tokens: int
+    recomputed_tokens: int
+
+
+LayerSink = Callable[[int, Tensor, Tensor], None]
+
+
+@torch.inference_mode()
+def blend_prefill(
+    model: DecoderAdapter,
+    token_ids: Tensor,
+    chunks: list[CachedChunk],
+    rope: RopeSpec,
+    selection: Selection,
+    sink: LayerSink,
+) -> BlendResult:
+    """Compute the fused K/V of every layer for ``token_ids`` (positions 0..n-1) into ``sink``."""
+    num_tokens = token_ids.shape[0]
+    device = token_ids.device
+    positions = torch.arange(num_tokens, device=device)
+    cached = torch.zeros(num_tokens, dtype=torch.bool, device=device)
+    for chunk in chunks:
+        cached[chunk.start : chunk.end] = True
+    forced = positions[~cached]
+    candidates = positions[cached]
+    schedule = selection.schedule()
+    active = forced if selection.ratio <= 0 else positions
+
+    hidden = model.embed(token_ids[active])
+    residual: Tensor | None = None
+    for layer in range(model.num_layers):
+        q, k_fresh, v_fresh, residual = model.qkv(layer, hidden, residual, active)
+        k_cached, v_cached = _cached_layer(chunks, num_tokens, k_fresh, rope)
+        k_fused, v_fused = k_cached.clone(), v_cached.clone()
+        k_fused[active], v_fused[active] = k_fresh, v_fresh
+
+        keep = None if schedule is None else keep_count(schedule, layer, candidates.numel())
+        if keep is not None:
+            fresh, stored = (k_fresh, v_fresh), (k_cached, v_cached)
+            rows = _rows_to_keep(active, cached, fresh, stored, keep, selection)
+            q, residual, active = q[rows], residual[rows], active[rows]
+
+        attention = selective_attention(q, k_fused, v_fused, active, model.scale)
+        sink(layer, k_fused, v_fused)
+        hidden, residual = model.finish(layer, attention.flatten(1), residual)
+
+    recomputed = int(active.numel())
+    return BlendResult(reused_tokens=num_tokens - recomputed, recomputed_tokens=recomputed)
+
+
+def _cached_layer(
+    chunks: list[CachedChunk], num_tokens: int, like: Tensor, rope: RopeSpec
+) -> tuple[Tensor, Tensor]:
+    shape = (num_tokens, *like.shape[1:])
+    keys = torch.zeros(shape, dtype=like.dtype, device=like.device)
+    values = torch.zeros_like(keys)
+    for chunk in chunks:
+        k, v = next(chunk.layers)
+        delta = chunk.start - chunk.source_start
+        keys[chunk.start : chunk.end] = rotate_keys(k.to(like.device), delta, rope).to(like.dtype)
+        values[chunk.start : chunk.end] = v.to(device=like.device, dtype=like.dtype)
+    return keys, values
+
+
+def _rows_to_keep(
+    active: Tensor,
+    cached: Tensor,
+    fresh: tuple[Tensor, Tensor],
+    stored: tuple[Tensor, Tensor],
+    keep: int,
+    selection: Selection,
+) -> Tensor:
+    """Rows of ``active`` that stay: uncached ones plus the ``keep`` most deviating cached."""
+    (k_fresh, v_fresh), (k_cached, v_cached) = fresh, stored
+    deviation = torch.zeros(active.numel(), device=active.device)
+    is_cached = cached[active]
+    rows_cached = is_cached.nonzero().flatten()
+    deviation[rows_cached] = kv_deviation(
+        k_fresh[rows_cached],
+        v_fresh[rows_cached],
+        k_cached[active[rows_cached]],
+        v_cached[active[rows_cached]],
+        selection.metric,
+        selection.normalize,
+    )
+    forced_rows = (~is_cached).nonzero().flatten()
+    return select_top(deviation, rows_cached, keep, forced_rows)

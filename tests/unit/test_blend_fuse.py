@@ -1,0 +1,134 @@
+"""The blended prefill on a tiny Llama built in code, against a plain Hugging Face prefill."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from engine.blend.fuse import BlendResult, CachedChunk, Selection, blend_prefill
+from tests.unit.tiny_llama import HFAdapter, reference_kv, rope_spec, tiny_llama
+
+PREFIX = [1]
+
+
+def _collect(
+    model, token_ids: Tensor, chunks: list[CachedChunk], ratio: float
+) -> tuple[list[tuple[Tensor, Tensor]], BlendResult]:
+    layers: list[tuple[Tensor, Tensor]] = []
+    result = blend_prefill(
+        HFAdapter(model),
+        token_ids,
+        chunks,
+        rope_spec(),
+        Selection(ratio=ratio),
+        lambda _layer, k, v: layers.append((k.clone(), v.clone())),
+    )
+    return layers, result
+
+
+def _precompute(model, chunk: list[int]) -> list[tuple[Tensor, Tensor]]:
+    """A chunk computed alone behind the fixed prefix, prefix rows dropped."""
+    layers, _ = _collect(model, torch.tensor(PREFIX + chunk), [], ratio=1.0)
+    return [(k[len(PREFIX) :], v[len(PREFIX) :]) for k, v in layers]
+
+
+def _prompt(chunks: list[list[int]], question: list[int]):
+    """Token ids with the chunks placed after the prefix, and their spans."""
+    ids, spans = list(PREFIX), []
+    for chunk in chunks:
+        spans.append((len(ids), len(ids) + len(chunk)))
+        ids += chunk
+    return torch.tensor(ids + question), spans
+
+
+def _placed(model, chunks: list[list[int]], spans) -> list[CachedChunk]:
+    return [
+        CachedChunk(start, end, len(PREFIX), iter(_precompute(model, chunk)))
+        for chunk, (start, end) in zip(chunks, spans, strict=True)
+    ]
+
+
+def _relative_error(layers, reference) -> float:
+    errors = [
+        (torch.cat([k, v]) - torch.cat([rk, rv])).norm() / torch.cat([rk, rv]).norm()
+        for (k, v), (rk, rv) in zip(layers, reference, strict=True)
+    ]
+    return float(torch.stack(errors).mean())
+
+
+def _random_chunks(count: int, length: int, seed: int) -> list[list[int]]:
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randint(2, 128, (length,), generator=generator).tolist() for _ in range(count)]
+
+
+def test_full_compute_matches_the_reference_prefill() -> None:
+    model = tiny_llama()
+    ids = torch.randint(2, 128, (50,))
+    layers, result = _collect(model, ids, [], ratio=1.0)
+    for (k, v), (rk, rv) in zip(layers, reference_kv(model, ids), strict=True):
+        torch.testing.assert_close(k, rk, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(v, rv, atol=1e-5, rtol=1e-4)
+    assert result.recomputed_tokens == 50
+
+
+def test_ratio_one_with_cached_chunks_gives_the_full_prefill_kv() -> None:
+    model = tiny_llama()
+    chunks = _random_chunks(3, 20, seed=1)
+    ids, spans = _prompt(chunks, question=[5, 6, 7])
+    layers, _ = _collect(model, ids[:-3], _placed(model, chunks, spans), ratio=1.0)
+    reference = reference_kv(model, ids)
+    assert _relative_error(layers, [(k[:-3], v[:-3]) for k, v in reference]) < 1e-5
+
+
+def test_first_chunk_behind_the_same_prefix_is_reused_exactly() -> None:
+    model = tiny_llama()
+    chunks = _random_chunks(1, 30, seed=2)
+    ids, spans = _prompt(chunks, question=[])
+    layers, result = _collect(model, ids, _placed(model, chunks, spans), ratio=0.0)
+    assert _relative_error(layers, reference_kv(model, ids)) < 1e-5
+    assert result.reused_tokens == 30
+
+
+def test_moved_chunk_keys_are_re_rotated_to_their_new_position() -> None:
+    model = tiny_llama()
+    chunks = _random_chunks(3, 25, seed=3)
+    ids, spans = _prompt(chunks, question=[])
+    layers, _ = _collect(model, ids, _placed(model, chunks, spans), ratio=0.0)
+    # Layer-0 K/V depend only on token and position, so re-rotated caches must match exactly.
+    (k0, v0), (rk0, rv0) = layers[0], reference_kv(model, ids)[0]
+    torch.testing.assert_close(k0, rk0, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(v0, rv0, atol=1e-5, rtol=1e-4)
+
+
+def test_selective_recompute_lands_between_reuse_and_full() -> None:
+    model = tiny_llama()
+    chunks = _random_chunks(4, 30, seed=4)
+    ids, spans = _prompt(chunks, question=[])
+    reference = reference_kv(model, ids)
+    errors = {}
+    for ratio in (0.0, 0.15, 0.5):
+        layers, result = _collect(model, ids, _placed(model, chunks, spans), ratio)
+        errors[ratio] = _relative_error(layers, reference)
+        expected_recompute = len(PREFIX) + round(ratio * 120)
+        assert result.recomputed_tokens == expected_recompute
+    assert errors[0.5] < errors[0.15] < errors[0.0]
+
+
+def test_reordered_chunks_reuse_the_same_caches() -> None:
+    model = tiny_llama()
+    chunks = _random_chunks(3, 20, seed=5)
+    reordered = [chunks[2], chunks[0], chunks[1]]
+    ids, spans = _prompt(reordered, question=[])
+    layers, result = _collect(model, ids, _placed(model, reordered, spans), ratio=1.0)
+    assert _relative_error(layers, reference_kv(model, ids)) < 1e-5
+    assert result.recomputed_tokens == len(ids)
+
+
+def test_uncached_gap_tokens_are_always_recomputed() -> None:
+    model = tiny_llama()
+    chunks = _random_chunks(2, 20, seed=6)
+    ids, spans = _prompt(chunks, question=[9, 9, 9, 9])
+    only_first = _placed(model, chunks[:1], spans[:1])
+    _, result = _collect(model, ids, only_first, ratio=0.0)
+    assert result.reused_tokens == 20
+    assert result.recomputed_tokens == len(ids) - 20
