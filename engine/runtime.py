@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.connector.settings import BlendSettings
 from engine.platform import Device, prepare_environment
 
 if TYPE_CHECKING:
@@ -28,7 +30,26 @@ class EngineOptions:
     gpu_memory_utilization: float
     enable_prefix_caching: bool
     max_num_seqs: int
+    blend: BlendSettings | None = None
     log_level: str = "info"
+
+
+BLENDABLE_ARCHITECTURES = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"})
+
+
+def blending_unsupported_reason(model_dir: Path) -> str | None:
+    """Why chunk-KV blending cannot run on this model, or None when it can."""
+    config = json.loads((model_dir / "config.json").read_text())
+    architectures = set(config.get("architectures") or [])
+    if not architectures & BLENDABLE_ARCHITECTURES:
+        return (
+            f"architecture {sorted(architectures)} is not one of {sorted(BLENDABLE_ARCHITECTURES)}"
+        )
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type != "default":
+        return f"RoPE type {rope_type!r} is not supported for key re-rotation"
+    return None
 
 
 class Engine:
@@ -42,6 +63,15 @@ class Engine:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.options = options
+        self.blending = options.blend is not None
+        kv_transfer_config = None
+        if options.blend is not None:
+            reason = blending_unsupported_reason(options.model_dir)
+            if reason is None:
+                kv_transfer_config = _connector_config(options.blend)
+            else:
+                log.warning("blending off, every request is a full prefill: %s", reason)
+                self.blending = False
         args = AsyncEngineArgs(
             model=str(options.model_dir),
             dtype=options.dtype,
@@ -51,6 +81,7 @@ class Engine:
             enforce_eager=options.device == "cpu",
             gpu_memory_utilization=options.gpu_memory_utilization,
             disable_log_stats=True,
+            kv_transfer_config=kv_transfer_config,
         )
         log.info("starting vLLM on %s with %s", options.device, options.model_dir)
         self._llm = AsyncLLM.from_engine_args(args)
@@ -72,14 +103,35 @@ class Engine:
         return not self._llm.errored
 
     async def generate(
-        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        cache_salt: str | None = None,
     ) -> AsyncIterator[RequestOutput]:
-        """Yield vLLM ``RequestOutput`` deltas; closing the iterator aborts the request."""
+        """Yield vLLM ``RequestOutput`` deltas; closing the iterator aborts the request.
+
+        A ``cache_salt`` keeps approximate (blended) KV out of the prefix cache that exact
+        requests share.
+        """
         from vllm.inputs import TokensPrompt
 
         prompt = TokensPrompt(prompt_token_ids=prompt_token_ids)
+        if cache_salt is not None:
+            prompt["cache_salt"] = cache_salt
         async for output in self._llm.generate(prompt, params, request_id=request_id):
             yield output
 
     def shutdown(self) -> None:
         self._llm.shutdown()
+
+
+def _connector_config(blend: BlendSettings) -> object:
+    from vllm.config import KVTransferConfig
+
+    return KVTransferConfig(
+        kv_connector="RagblendConnector",
+        kv_connector_module_path="engine.connector.connector",
+        kv_role="kv_both",
+        kv_connector_extra_config=blend.to_extra_config(),
+    )

@@ -8,19 +8,25 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 
+from engine.connector.settings import BlendSettings
 from engine.models.provision import resolve_model
 from engine.platform import resolve_device
 from engine.runtime import Engine, EngineOptions
 from gateway.errors import install_error_handlers
 from gateway.metrics import RequestCounter
+from gateway.rag_prompt import chunk_prefix
 from gateway.routes import chat, completions, health, models
 from gateway.settings import Settings
 from gateway.state import AppState
 
 log = logging.getLogger(__name__)
+
+GIB = 1 << 30
 
 
 def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> FastAPI:
@@ -46,9 +52,24 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
     return app
 
 
-def engine_options(settings: Settings) -> EngineOptions:
+def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
+    if not settings.blend_enabled:
+        return None
+    return BlendSettings(
+        model_name=settings.name_for_clients,
+        store_dir=str(settings.chunk_kv_dir / "store"),
+        stats_dir=str(settings.chunk_kv_dir / "stats"),
+        memory_bytes=int(settings.chunk_cache_memory_gib * GIB),
+        disk_bytes=int(settings.chunk_cache_disk_gib * GIB),
+        chunk_prefix=tuple(chunk_prefix(tokenizer)),
+        check_layers=settings.check_layer_schedule(),
+        metric=settings.blend_metric,
+    )
+
+
+def engine_options(settings: Settings, model_dir: Path, tokenizer: Any) -> EngineOptions:
     return EngineOptions(
-        model_dir=resolve_model(settings.model, settings.models_dir),
+        model_dir=model_dir,
         device=resolve_device(settings.device),
         cache_dir=settings.vllm_cache_dir,
         max_model_len=settings.max_model_len,
@@ -57,6 +78,7 @@ def engine_options(settings: Settings) -> EngineOptions:
         gpu_memory_utilization=settings.gpu_memory_utilization,
         enable_prefix_caching=settings.enable_prefix_caching,
         max_num_seqs=settings.max_num_seqs,
+        blend=blend_settings(settings, tokenizer),
         log_level=settings.log_level,
     )
 
@@ -65,9 +87,12 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
     from transformers import AutoTokenizer
 
     try:
-        options = await asyncio.to_thread(engine_options, state.settings)
-        state.tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, options.model_dir)
+        settings = state.settings
+        model_dir = await asyncio.to_thread(resolve_model, settings.model, settings.models_dir)
+        tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, model_dir)
+        options = engine_options(settings, model_dir, tokenizer)
         state.engine = await asyncio.to_thread(Engine, options)
+        state.tokenizer = tokenizer
     except Exception as exc:
         state.load_error = f"{type(exc).__name__}: {exc}"
         log.exception("the model could not be loaded")

@@ -13,6 +13,7 @@ from vllm import SamplingParams
 from vllm.utils.async_utils import merge_async_iterators
 
 from engine.runtime import Engine
+from gateway.blending import BlendRequest, blend_summary
 
 
 @dataclass(frozen=True)
@@ -35,12 +36,15 @@ class ChoiceDelta:
 class Usage:
     prompt_tokens: int
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens taken from caches: blended chunk KV, or vLLM's prefix cache."""
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
         }
 
 
@@ -51,12 +55,26 @@ class Generation:
     engine: Engine
     prompts: Sequence[list[int]]
     params: SamplingParams
+    blend: BlendRequest | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
 
     def __post_init__(self) -> None:
         self.usage = Usage(prompt_tokens=sum(len(ids) for ids in self.prompts))
+        self.blend_stats: dict[str, Any] | None = None
+
+    def blend_summary(self) -> dict[str, Any] | None:
+        if self.blend is None:
+            return None
+        usage = self.usage
+        return blend_summary(
+            self.blend.plan, self.blend_stats, usage.prompt_tokens, usage.cached_tokens
+        )
+
+    @property
+    def _salt(self) -> str | None:
+        return None if self.blend is None else self.blend.cache_salt
 
     @property
     def time_to_first_token(self) -> float | None:
@@ -65,11 +83,12 @@ class Generation:
     async def deltas(self) -> AsyncIterator[ChoiceDelta]:
         """Choice index = prompt position * n + completion index, as OpenAI numbers them."""
         streams = [
-            self.engine.generate(f"{self.request_id}-{position}", ids, self.params)
+            self.engine.generate(f"{self.request_id}-{position}", ids, self.params, self._salt)
             for position, ids in enumerate(self.prompts)
         ]
         async with aclosing(merge_async_iterators(*streams)) as merged:
             async for position, output in merged:
+                self._record_cache_use(output)
                 for completion in output.outputs:
                     if completion.token_ids and self.first_token_at is None:
                         self.first_token_at = time.perf_counter()
@@ -81,6 +100,16 @@ class Generation:
                         logprobs=_token_logprobs(completion, self.params.logprobs),
                         finish_reason=completion.finish_reason,
                     )
+
+    def _record_cache_use(self, output: Any) -> None:
+        if not output.finished:
+            return
+        stats = (output.kv_transfer_params or {}).get("ragblend_stats")
+        if stats is not None:
+            self.blend_stats = stats
+            self.usage.cached_tokens += stats["reused_tokens"]
+        else:
+            self.usage.cached_tokens += output.num_cached_tokens or 0
 
 
 def _token_logprobs(completion: Any, top_k: int | None) -> list[TokenLogprob] | None:

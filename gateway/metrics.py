@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -17,6 +19,26 @@ TIME_TO_FIRST_TOKEN = Histogram(
 )
 PROMPT_TOKENS = Counter("ragblend_prompt_tokens_total", "Prompt tokens processed.", ["route"])
 GENERATION_TOKENS = Counter("ragblend_generation_tokens_total", "Tokens generated.", ["route"])
+
+BLEND_REQUESTS = Counter("ragblend_blend_requests_total", "Requests with documents.", ["mode"])
+BLEND_TOKENS = Counter(
+    "ragblend_blend_tokens_total",
+    "Prompt tokens of requests with documents, by whether their cached KV was reused.",
+    ["mode", "kind"],
+)
+BLEND_CHUNKS = Counter(
+    "ragblend_blend_chunks_total", "Document chunks looked up in the chunk KV store.", ["result"]
+)
+
+
+def record_blend(summary: dict[str, Any]) -> None:
+    mode = summary["mode"]
+    BLEND_REQUESTS.labels(mode).inc()
+    BLEND_TOKENS.labels(mode, "reused").inc(summary["reused_tokens"])
+    BLEND_TOKENS.labels(mode, "recomputed").inc(summary["recomputed_tokens"])
+    BLEND_CHUNKS.labels("hit").inc(summary["chunks_hit"])
+    BLEND_CHUNKS.labels("miss").inc(summary["chunks_missed"])
+
 
 KNOWN_ROUTES = frozenset(
     {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"}

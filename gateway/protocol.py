@@ -13,6 +13,18 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+MAX_DOCUMENTS = 64
+
+
+class BlendOptions(BaseModel):
+    """Per-request blending; unset fields take the server defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["blend", "reuse", "full"] | None = None
+    recompute_ratio: float | None = Field(None, ge=0.0, le=1.0)
+
+
 class SamplingFields(BaseModel):
     """Parameters both endpoints share; unknown fields are ignored as vLLM's server does."""
 
@@ -30,6 +42,15 @@ class SamplingFields(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
+    documents: list[str] | None = Field(None, max_length=MAX_DOCUMENTS)
+    blend: BlendOptions | None = None
+
+    @field_validator("documents")
+    @classmethod
+    def _documents_have_text(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not document.strip() for document in value):
+            raise ValueError("documents must not be empty")
+        return value
 
     @field_validator("stop")
     @classmethod

@@ -79,6 +79,9 @@ async def respond(
         metrics.GENERATION_TOKENS.labels(route).inc(generation.usage.completion_tokens)
         if generation.time_to_first_token is not None:
             metrics.TIME_TO_FIRST_TOKEN.labels(route).observe(generation.time_to_first_token)
+        summary = generation.blend_summary()
+        if summary is not None:
+            metrics.record_blend(summary)
 
     if stream:
         events = _events(generation, response_format, include_usage, finish)
@@ -105,7 +108,7 @@ async def _events(
                         chunk["usage"] = None
                     yield sse(chunk)
         if include_usage:
-            yield sse(response_format.usage_chunk(generation.usage))
+            yield sse(_with_blend(response_format.usage_chunk(generation.usage), generation))
     except Exception as exc:
         yield sse(engine_error(exc).body())
     finally:
@@ -123,7 +126,12 @@ async def _collect(generation: Generation, response_format: ResponseFormat) -> d
                 choice.logprobs = (choice.logprobs or []) + delta.logprobs
             choice.finish_reason = delta.finish_reason or choice.finish_reason
     ordered = [choices[index] for index in sorted(choices)]
-    return response_format.body(ordered, generation.usage)
+    return _with_blend(response_format.body(ordered, generation.usage), generation)
+
+
+def _with_blend(payload: dict[str, Any], generation: Generation) -> dict[str, Any]:
+    summary = generation.blend_summary()
+    return payload if summary is None else {**payload, "blend": summary}
 
 
 async def _json_unless_disconnected(

@@ -10,6 +10,15 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
+def parse_check_layers(text: str) -> tuple[tuple[int, float], ...]:
+    """``"1:2,2:1.5,3:1"`` -> ((1, 2.0), (2, 1.5), (3, 1.0))."""
+    try:
+        pairs = [item.split(":") for item in text.split(",") if item.strip()]
+        return tuple((int(layer), float(multiple)) for layer, multiple in pairs)
+    except ValueError as exc:
+        raise ValueError(f"expected `layer:multiple,...`, got {text!r}") from exc
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGBLEND_", extra="ignore")
 
@@ -56,7 +65,36 @@ class Settings(BaseSettings):
     max_tokens_default: int = Field(
         256, ge=1, description="`max_tokens` used when a request does not set it."
     )
+    blend_enabled: bool = Field(
+        True, description="Reuse cached chunk KV at any position (CacheBlend) for `documents`."
+    )
+    blend_mode: Literal["blend", "reuse", "full"] = Field(
+        "blend", description="Default `blend.mode` of requests with documents."
+    )
+    blend_recompute_ratio: float = Field(
+        0.15, ge=0, le=1, description="Default share of cached tokens recomputed per request."
+    )
+    blend_check_layers: str = Field(
+        "1:2,2:1.5,3:1",
+        description="Gradual filtering: `layer:multiple` pairs; after each check layer keep "
+        "multiple x ratio of the cached tokens, the most deviating ones.",
+    )
+    blend_metric: Literal["k", "v", "kv"] = Field(
+        "v", description="Deviation that selects tokens to recompute: keys, values or both."
+    )
+    chunk_cache_memory_gib: float = Field(
+        2.0, gt=0, description="Memory tier of the chunk KV store, in GiB."
+    )
+    chunk_cache_disk_gib: float = Field(
+        20.0, gt=0, description="Disk tier of the chunk KV store (under the data dir), in GiB."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
+
+    @field_validator("blend_check_layers")
+    @classmethod
+    def _schedule_parses(cls, value: str) -> str:
+        parse_check_layers(value)
+        return value
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -78,3 +116,10 @@ class Settings(BaseSettings):
     @property
     def vllm_cache_dir(self) -> Path:
         return self.data_dir / "vllm"
+
+    @property
+    def chunk_kv_dir(self) -> Path:
+        return self.data_dir / "chunk_kv"
+
+    def check_layer_schedule(self) -> tuple[tuple[int, float], ...]:
+        return parse_check_layers(self.blend_check_layers)

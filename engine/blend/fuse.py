@@ -82,11 +82,16 @@ def blend_prefill(
     model: DecoderAdapter,
     token_ids: Tensor,
     chunks: list[CachedChunk],
-    rope: RopeSpec,
+    rope: RopeSpec | None,
     selection: Selection,
     sink: LayerSink,
 ) -> BlendResult:
-    """Compute the fused K/V of every layer for ``token_ids`` (positions 0..n-1) into ``sink``."""
+    """Compute the fused K/V of every layer for ``token_ids`` (positions 0..n-1) into ``sink``.
+
+    ``rope`` re-rotates the cached keys; it may be None only when ``chunks`` is empty.
+    """
+    if chunks and rope is None:
+        raise ValueError("cached chunks need a RoPE spec to be moved to their new positions")
     num_tokens = token_ids.shape[0]
     device = token_ids.device
     positions = torch.arange(num_tokens, device=device)
@@ -121,7 +126,7 @@ def blend_prefill(
 
 
 def _cached_layer(
-    chunks: list[CachedChunk], num_tokens: int, like: Tensor, rope: RopeSpec
+    chunks: list[CachedChunk], num_tokens: int, like: Tensor, rope: RopeSpec | None
 ) -> tuple[Tensor, Tensor]:
     shape = (num_tokens, *like.shape[1:])
     keys = torch.zeros(shape, dtype=like.dtype, device=like.device)
@@ -129,6 +134,7 @@ def _cached_layer(
     for chunk in chunks:
         k, v = next(chunk.layers)
         delta = chunk.start - chunk.source_start
+        assert rope is not None
         keys[chunk.start : chunk.end] = rotate_keys(k.to(like.device), delta, rope).to(like.dtype)
         values[chunk.start : chunk.end] = v.to(device=like.device, dtype=like.dtype)
     return keys, values

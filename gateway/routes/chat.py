@@ -9,9 +9,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from gateway.blending import blend_request
 from gateway.generation import ChoiceDelta, Generation, TokenLogprob, Usage
 from gateway.prompts import chat_prompt, completion_budget
 from gateway.protocol import ChatCompletionRequest
+from gateway.rag_prompt import chat_with_documents
 from gateway.responses import FinishedChoice, respond, response_id
 from gateway.sampling import sampling_params
 from gateway.state import ReadyState, authorized, check_model
@@ -27,13 +29,20 @@ async def create_chat_completion(
     check_model(body.model, state)
     engine = state.engine
     assert engine is not None
-    prompt = chat_prompt(body.messages, state.tokenizer)
+    blend = None
+    if body.documents is not None:
+        chunked = chat_with_documents(body.messages, body.documents, state.tokenizer)
+        blend = blend_request(chunked, body.blend, state.settings, engine)
+        prompt = blend.token_ids
+    else:
+        prompt = chat_prompt(body.messages, state.tokenizer)
     budget = completion_budget(
         len(prompt), body.max_tokens, engine.max_model_len, state.settings.max_tokens_default
     )
     top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    params = sampling_params(body, budget, top_logprobs, engine.max_logprobs)
-    generation = Generation(engine, [prompt], params, started=arrived)
+    extra_args = None if blend is None else blend.extra_args
+    params = sampling_params(body, budget, top_logprobs, engine.max_logprobs, extra_args)
+    generation = Generation(engine, [prompt], params, blend, started=arrived)
     completion_id, created = response_id("chatcmpl")
     response_format = ChatFormat(completion_id, created, body.model)
     return await respond(

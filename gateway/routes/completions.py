@@ -9,9 +9,12 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from gateway.blending import blend_request
+from gateway.errors import APIError
 from gateway.generation import ChoiceDelta, Generation, TokenLogprob, Usage
 from gateway.prompts import completion_budget, completion_prompts
-from gateway.protocol import CompletionRequest
+from gateway.protocol import CompletionRequest, PromptInput
+from gateway.rag_prompt import completion_with_documents
 from gateway.responses import FinishedChoice, respond, response_id
 from gateway.sampling import sampling_params
 from gateway.state import ReadyState, authorized, check_model
@@ -27,15 +30,26 @@ async def create_completion(
     check_model(body.model, state)
     engine = state.engine
     assert engine is not None
-    prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)
+    blend = None
+    if body.documents is not None:
+        blend = blend_request(
+            completion_with_documents(_single_text(body.prompt), body.documents, state.tokenizer),
+            body.blend,
+            state.settings,
+            engine,
+        )
+        prompts = [blend.token_ids]
+    else:
+        prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)
     budget = min(
         completion_budget(
             len(ids), body.max_tokens, engine.max_model_len, state.settings.max_tokens_default
         )
         for ids in prompts
     )
-    params = sampling_params(body, budget, body.logprobs, engine.max_logprobs)
-    generation = Generation(engine, prompts, params, started=arrived)
+    extra_args = None if blend is None else blend.extra_args
+    params = sampling_params(body, budget, body.logprobs, engine.max_logprobs, extra_args)
+    generation = Generation(engine, prompts, params, blend, started=arrived)
     completion_id, created = response_id("cmpl")
     response_format = CompletionFormat(completion_id, created, body.model)
     return await respond(
@@ -46,6 +60,14 @@ async def create_completion(
         stream=body.stream,
         include_usage=body.include_usage,
     )
+
+
+def _single_text(prompt: PromptInput) -> str:
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        return prompt[0]
+    if not isinstance(prompt, str):
+        raise APIError(400, "documents need the prompt as one string.", param="prompt")
+    return prompt
 
 
 @dataclass

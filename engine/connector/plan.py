@@ -1,0 +1,62 @@
+"""The per-request blending plan, carried to the engine in ``kv_transfer_params``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Mode = Literal["blend", "reuse", "full"]
+MODES: tuple[Mode, ...] = ("blend", "reuse", "full")
+PARAMS_KEY = "ragblend"
+
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """Prompt positions [start, end) holding one chunk, tokenized on its own."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class BlendPlan:
+    mode: Mode
+    recompute_ratio: float
+    spans: tuple[ChunkSpan, ...]
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not 0.0 <= self.recompute_ratio <= 1.0:
+            raise ValueError(f"recompute_ratio must be in [0, 1], got {self.recompute_ratio}")
+        previous_end = 0
+        for span in self.spans:
+            if not previous_end <= span.start < span.end:
+                raise ValueError("chunk spans must be non-empty, ordered and not overlap")
+            previous_end = span.end
+
+    @property
+    def effective_ratio(self) -> float:
+        return {"full": 1.0, "reuse": 0.0}.get(self.mode, self.recompute_ratio)
+
+    @property
+    def claim_end(self) -> int:
+        """Prompt tokens the connector computes; vLLM computes the rest (the question)."""
+        return self.spans[-1].end if self.spans and self.mode != "full" else 0
+
+    def to_params(self) -> dict[str, Any]:
+        return {
+            PARAMS_KEY: {
+                "mode": self.mode,
+                "recompute_ratio": self.recompute_ratio,
+                "spans": [[span.start, span.end] for span in self.spans],
+            }
+        }
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> BlendPlan | None:
+        body = (params or {}).get(PARAMS_KEY)
+        if body is None:
+            return None
+        spans = tuple(ChunkSpan(int(start), int(end)) for start, end in body["spans"])
+        return cls(body["mode"], float(body["recompute_ratio"]), spans)

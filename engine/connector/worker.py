@@ -1,0 +1,166 @@
+"""Worker half: fill each claimed prompt region with blended chunk KV, store missed chunks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from engine.blend.fuse import CachedChunk, Selection, blend_prefill
+from engine.connector.metadata import BlendJob
+from engine.connector.model import VllmDecoder, find_model_runner_model
+from engine.connector.settings import BlendSettings
+from engine.connector.stats import StatsMailbox
+from engine.kvstore.codec import CorruptEntry
+from engine.kvstore.entry import ChunkKV
+from engine.kvstore.keys import ChunkKey, model_fingerprint
+from engine.kvstore.store import ChunkKVStore
+
+log = logging.getLogger(__name__)
+
+
+class _ChunkUnreadable(RuntimeError):
+    def __init__(self, key: ChunkKey) -> None:
+        super().__init__(f"cached chunk {key} turned out corrupt while loading")
+        self.key = key
+
+
+@dataclass
+class _Capture:
+    """Collects one span's fresh K/V, layer by layer, to store it as a chunk."""
+
+    key: ChunkKey
+    start: int
+    end: int
+    token_ids: list[int]
+    keys: list[Tensor] = field(default_factory=list)
+    values: list[Tensor] = field(default_factory=list)
+
+    def entry(self) -> ChunkKV:
+        return ChunkKV(torch.stack(self.keys), torch.stack(self.values), self.token_ids)
+
+
+class BlendWorker:
+    def __init__(self, settings: BlendSettings, block_size: int) -> None:
+        self.settings = settings
+        self.block_size = block_size
+        self.store = ChunkKVStore.create(
+            settings.memory_bytes, settings.store_dir, settings.disk_bytes
+        )
+        self.decoder: VllmDecoder | None = None
+        self.fingerprint = ""
+        self._kv_caches: dict[str, Tensor] = {}
+        self._mailbox = StatsMailbox(settings.stats_dir)
+
+    def register(self, kv_caches: dict[str, Tensor]) -> None:
+        self._kv_caches = kv_caches
+        decoder = self.decoder = VllmDecoder(find_model_runner_model())
+        self.fingerprint = model_fingerprint(
+            self.settings.model_name,
+            str(decoder.dtype),
+            decoder.num_layers,
+            decoder.num_kv_heads,
+            decoder.head_dim,
+            extra=",".join(map(str, self.settings.chunk_prefix)),
+        )
+
+    def run(self, jobs: list[BlendJob]) -> None:
+        for job in jobs:
+            self._mailbox.post(job.request_id, self._run_with_retry(job))
+
+    def _run_with_retry(self, job: BlendJob) -> dict[str, Any]:
+        unreadable: set[ChunkKey] = set()
+        while True:
+            try:
+                return self._run(job, unreadable)
+            except _ChunkUnreadable as exc:
+                log.warning("%s; treating it as a miss", exc)
+                self.store.delete(exc.key)
+                unreadable.add(exc.key)
+
+    def _run(self, job: BlendJob, unreadable: set[ChunkKey]) -> dict[str, Any]:
+        assert self.decoder is not None, "the connector claims nothing without a decoder"
+        decoder = self.decoder
+        device = next(iter(self._kv_caches.values())).device
+        token_ids = torch.tensor(job.token_ids, device=device)
+        hits, captures = [], []
+        for span in job.plan.spans:
+            if span.start >= job.claim_end:
+                break
+            end = min(span.end, job.claim_end)
+            chunk_tokens = job.token_ids[span.start : end]
+            key = ChunkKey.for_chunk(self.fingerprint, chunk_tokens)
+            stream = None if key in unreadable else self.store.prefetch_layers(key)
+            if stream is not None and decoder.rope is not None and job.plan.mode != "full":
+                prefix_len = len(self.settings.chunk_prefix)
+                hits.append(CachedChunk(span.start, end, prefix_len, _layers(stream, key)))
+            else:
+                if stream is not None:
+                    stream.close()
+                captures.append(_Capture(key, span.start, end, chunk_tokens))
+        slots = self._slots(job, device)
+        in_place = [c for c in captures if self._computed_alone(job, c.start)]
+
+        def write(layer: int, keys: Tensor, values: Tensor) -> None:
+            attention = decoder.attention_layer(layer)
+            cache = self._kv_caches[attention.layer_name]
+            first = job.num_local_cached
+            attention.impl.do_kv_cache_update(
+                attention, keys[first:].contiguous(), values[first:].contiguous(), cache, slots
+            )
+            for capture in in_place:
+                capture.keys.append(keys[capture.start : capture.end].cpu())
+                capture.values.append(values[capture.start : capture.end].cpu())
+
+        ratio = job.plan.effective_ratio if decoder.rope is not None else 1.0
+        selection = Selection(
+            ratio, self.settings.check_layers, self.settings.metric, self.settings.normalize
+        )
+        result = blend_prefill(decoder, token_ids, hits, decoder.rope, selection, write)
+        for capture in captures:
+            if capture not in in_place:
+                self._compute_alone(capture, device)
+            self.store.put(capture.key, capture.entry())
+        return {
+            "mode": job.plan.mode,
+            "reused_tokens": result.reused_tokens,
+            "recomputed_tokens": result.recomputed_tokens,
+            "chunks_hit": len(hits),
+            "chunks_missed": len(captures),
+            "prefix_cached_tokens": job.num_local_cached,
+        }
+
+    def _computed_alone(self, job: BlendJob, start: int) -> bool:
+        """A chunk right after the fixed prefix is computed in context exactly as alone."""
+        prefix = list(self.settings.chunk_prefix)
+        return start == len(prefix) and job.token_ids[:start] == prefix
+
+    def _compute_alone(self, capture: _Capture, device: torch.device) -> None:
+        assert self.decoder is not None
+        prefix = list(self.settings.chunk_prefix)
+        ids = torch.tensor(prefix + capture.token_ids, device=device)
+
+        def keep(_layer: int, keys: Tensor, values: Tensor) -> None:
+            capture.keys.append(keys[len(prefix) :].cpu())
+            capture.values.append(values[len(prefix) :].cpu())
+
+        blend_prefill(self.decoder, ids, [], self.decoder.rope, Selection(1.0), keep)
+
+    def _slots(self, job: BlendJob, device: torch.device) -> Tensor:
+        positions = torch.arange(job.num_local_cached, job.claim_end)
+        blocks = torch.tensor(job.block_ids)[positions // self.block_size]
+        return (blocks * self.block_size + positions % self.block_size).to(device)
+
+
+def _layers(stream: Any, key: ChunkKey) -> Iterator[tuple[Tensor, Tensor]]:
+    try:
+        for _, keys, values in stream:
+            yield keys, values
+    except CorruptEntry as exc:
+        raise _ChunkUnreadable(key) from exc
+    finally:
+        stream.close()

@@ -1,0 +1,1 @@
+"""Chunk KV store: keys, entry format, memory and disk tiers, and the tiered store."""

@@ -1,0 +1,196 @@
+"""Binary format of one chunk KV entry, readable one layer at a time.
+
+Layout, all little-endian (format version 1):
+
+    fixed header   24 bytes "<4sHBxIIII": magic b"RBKV", version, dtype code, pad,
+                   num_layers, num_tokens, num_kv_heads, head_dim
+    token ids      num_tokens x int64
+    layer table    num_layers x "<QQ16s": byte offset, byte length, blake2b-128 of the layer
+    header digest  blake2b-128 of everything above (16 bytes)
+    layer i        at its offset: K then V, each [num_tokens, num_kv_heads, head_dim], raw
+
+Every layer carries its own checksum, so a reader can hand layer 0 to the model while layer 1 is
+still being read. Tensor bytes are written raw (no pickle), which keeps bf16 and fp8 exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from engine.kvstore.keys import token_ids_bytes
+
+if sys.byteorder != "little":  # tensor bytes are stored as the host lays them out
+    raise ImportError("engine.kvstore needs a little-endian host")
+
+MAGIC = b"RBKV"
+FORMAT_VERSION = 1
+_FIXED = struct.Struct("<4sHBxIIII")
+_LAYER_ROW = struct.Struct("<QQ16s")
+_DIGEST_BYTES = 16
+_DTYPE_CODES: dict[torch.dtype, int] = {
+    torch.float32: 1,
+    torch.float16: 2,
+    torch.bfloat16: 3,
+    torch.float64: 4,
+    torch.float8_e4m3fn: 5,
+    torch.float8_e5m2: 6,
+}
+_CODE_DTYPES = {code: dtype for dtype, code in _DTYPE_CODES.items()}
+
+
+class CorruptEntry(ValueError):
+    """Bytes that are not a complete, intact entry: bad magic, truncated, or checksum mismatch."""
+
+
+def _digest(data: bytes | bytearray) -> bytes:
+    return hashlib.blake2b(data, digest_size=_DIGEST_BYTES).digest()
+
+
+@dataclass(frozen=True)
+class EntryHeader:
+    """Everything before the first layer: geometry, token ids and the per-layer table."""
+
+    dtype: torch.dtype
+    num_layers: int
+    num_tokens: int
+    num_kv_heads: int
+    head_dim: int
+    token_ids: list[int]
+    layer_digests: tuple[bytes, ...]
+
+    @property
+    def layer_nbytes(self) -> int:
+        """Bytes of one layer: K and V."""
+        return 2 * self.num_tokens * self.num_kv_heads * self.head_dim * self.dtype.itemsize
+
+    @property
+    def header_nbytes(self) -> int:
+        rows = self.num_layers * _LAYER_ROW.size
+        return _FIXED.size + 8 * self.num_tokens + rows + _DIGEST_BYTES
+
+    @property
+    def total_nbytes(self) -> int:
+        return self.header_nbytes + self.num_layers * self.layer_nbytes
+
+    def layer_offset(self, index: int) -> int:
+        return self.header_nbytes + index * self.layer_nbytes
+
+    def encode(self) -> bytes:
+        """Header bytes, digest included."""
+        fixed = _FIXED.pack(
+            MAGIC,
+            FORMAT_VERSION,
+            _DTYPE_CODES[self.dtype],
+            self.num_layers,
+            self.num_tokens,
+            self.num_kv_heads,
+            self.head_dim,
+        )
+        rows = b"".join(
+            _LAYER_ROW.pack(self.layer_offset(i), self.layer_nbytes, digest)
+            for i, digest in enumerate(self.layer_digests)
+        )
+        body = fixed + token_ids_bytes(self.token_ids) + rows
+        return body + _digest(body)
+
+
+def _layer_buffers(keys: Tensor, values: Tensor, index: int) -> tuple[np.ndarray, np.ndarray]:
+    """Raw bytes of layer `index` as uint8 arrays (no copy when the tensors are contiguous)."""
+    return (
+        keys[index].contiguous().view(torch.uint8).numpy(),
+        values[index].contiguous().view(torch.uint8).numpy(),
+    )
+
+
+def write_entry(out: BinaryIO, token_ids: Sequence[int], keys: Tensor, values: Tensor) -> int:
+    """Write one entry to `out`; returns the number of bytes written.
+
+    `keys` and `values` are CPU tensors shaped [num_layers, num_tokens, num_kv_heads, head_dim].
+    """
+    if keys.dtype not in _DTYPE_CODES:
+        raise TypeError(f"unsupported KV dtype {keys.dtype}")
+    num_layers, num_tokens, num_kv_heads, head_dim = keys.shape
+    digests = []
+    for index in range(num_layers):
+        layer = hashlib.blake2b(digest_size=_DIGEST_BYTES)
+        for buffer in _layer_buffers(keys, values, index):
+            layer.update(buffer)
+        digests.append(layer.digest())
+    header = EntryHeader(
+        keys.dtype, num_layers, num_tokens, num_kv_heads, head_dim, list(token_ids), tuple(digests)
+    )
+    out.write(header.encode())
+    for index in range(num_layers):
+        for buffer in _layer_buffers(keys, values, index):
+            out.write(buffer)
+    return header.total_nbytes
+
+
+class EntryReader:
+    """Reads an entry from a seekable binary stream: the header at once, layers on demand.
+
+    The header is verified on construction (magic, version, digest, and that `size`, the
+    stream's total length, is exactly what the header promises, so truncation is caught before
+    any layer is read). Each layer is verified against its own checksum when it is read. Any
+    failure raises `CorruptEntry`.
+    """
+
+    def __init__(self, source: BinaryIO, size: int) -> None:
+        self._source = source
+        self.header = self._read_header(size)
+
+    def _read_exact(self, nbytes: int, what: str) -> bytearray:
+        buffer = bytearray(nbytes)
+        got = self._source.readinto(buffer)
+        if got != nbytes:
+            raise CorruptEntry(f"truncated {what}: {got} of {nbytes} bytes")
+        return buffer
+
+    def _read_header(self, size: int) -> EntryHeader:
+        if size < _FIXED.size:
+            raise CorruptEntry(f"truncated: {size} bytes is shorter than the fixed header")
+        self._source.seek(0)
+        fixed = bytes(self._read_exact(_FIXED.size, "fixed header"))
+        magic, version, code, layers, tokens, heads, dim = _FIXED.unpack(fixed)
+        if magic != MAGIC:
+            raise CorruptEntry(f"bad magic {magic!r}")
+        if version != FORMAT_VERSION:
+            raise CorruptEntry(f"unsupported format version {version}")
+        if code not in _CODE_DTYPES or min(layers, tokens, heads, dim) == 0:
+            raise CorruptEntry("invalid dtype code or zero dimension")
+        header = EntryHeader(_CODE_DTYPES[code], layers, tokens, heads, dim, [], ())
+        if size != header.total_nbytes:
+            raise CorruptEntry(f"size {size} does not match the header's {header.total_nbytes}")
+        rest = self._read_exact(header.header_nbytes - _FIXED.size, "header")
+        body, digest = fixed + rest[:-_DIGEST_BYTES], bytes(rest[-_DIGEST_BYTES:])
+        if _digest(body) != digest:
+            raise CorruptEntry("header checksum mismatch")
+        token_ids = np.frombuffer(rest, dtype="<i8", count=tokens).tolist()
+        rows = list(_LAYER_ROW.iter_unpack(rest[8 * tokens : -_DIGEST_BYTES]))
+        for index, (offset, length, _) in enumerate(rows):
+            if offset != header.layer_offset(index) or length != header.layer_nbytes:
+                raise CorruptEntry(f"layer {index} table row does not match the layout")
+        digests = tuple(layer_digest for _, _, layer_digest in rows)
+        return EntryHeader(header.dtype, layers, tokens, heads, dim, token_ids, digests)
+
+    def read_layer(self, index: int) -> tuple[Tensor, Tensor]:
+        """Read, verify and decode layer `index` as (k, v), each [tokens, kv_heads, head_dim]."""
+        header = self.header
+        if not 0 <= index < header.num_layers:
+            raise IndexError(f"layer {index} out of range for {header.num_layers} layers")
+        self._source.seek(header.layer_offset(index))
+        raw = self._read_exact(header.layer_nbytes, f"layer {index}")
+        if _digest(raw) != header.layer_digests[index]:
+            raise CorruptEntry(f"layer {index} checksum mismatch")
+        shape = (2, header.num_tokens, header.num_kv_heads, header.head_dim)
+        both = torch.frombuffer(raw, dtype=torch.uint8).view(header.dtype).view(shape)
+        return both[0], both[1]

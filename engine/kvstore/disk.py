@@ -1,0 +1,191 @@
+"""Local disk tier: one checksummed file per entry, written atomically, kept across restarts."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Generator
+from pathlib import Path
+from typing import BinaryIO
+
+from engine.kvstore.atomic import fsync_directory, remove_temp_files, write_synced_temp
+from engine.kvstore.base import KVTier, LayerKV, LayerStream
+from engine.kvstore.codec import CorruptEntry, EntryReader
+from engine.kvstore.counters import Counters
+from engine.kvstore.entry import ChunkKV
+from engine.kvstore.keys import ChunkKey
+from engine.kvstore.lru import LruBytes
+
+logger = logging.getLogger(__name__)
+
+ENTRY_SUFFIX = ".kv"
+
+
+class DiskTier(KVTier):
+    """Entries as `<directory>/<key>.kv` files in the `codec` format.
+
+    Writes go to a hidden temp file that is fsynced and then renamed over the final name, so a
+    crash leaves either the old entry or the new one, never a torn file. Reads verify the header
+    and every layer checksum; a damaged or truncated file is logged, counted as "corrupt", deleted
+    and reported as a miss. A new instance on the same directory finds the existing entries.
+
+    With `capacity_bytes`, the least recently used files (by modification time, which `get`
+    refreshes, so the order survives restarts) are deleted to make room. One process should own a
+    directory for writing: a new instance removes temp files left behind by a crashed writer.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        capacity_bytes: int | None = None,
+        name: str = "disk",
+    ) -> None:
+        self.name = name
+        self.directory = Path(directory)
+        self._lru: LruBytes[ChunkKey] = LruBytes(capacity_bytes)
+        self._lock = threading.Lock()
+        self._counters = Counters("hits", "misses", "puts", "evictions", "rejected", "corrupt")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        remove_temp_files(self.directory)
+        self._index_existing_files()
+
+    def _path(self, key: ChunkKey) -> Path:
+        return self.directory / f"{key}{ENTRY_SUFFIX}"
+
+    def _index_existing_files(self) -> None:
+        found = []
+        for path in self.directory.glob(f"*{ENTRY_SUFFIX}"):
+            if ChunkKey.is_valid(path.stem):
+                stat = path.stat()
+                found.append((stat.st_mtime_ns, ChunkKey(path.stem), stat.st_size))
+        with self._lock:
+            for _, key, size in sorted(found):
+                self._lru.add(key, size)
+            self._evict_until_room(0)
+
+    def _evict_until_room(self, incoming_bytes: int) -> None:
+        """Delete least recently used files until `incoming_bytes` fit. Caller holds the lock."""
+        for victim in self._lru.evict_for(incoming_bytes):
+            self._path(victim).unlink(missing_ok=True)
+            self._counters.add("evictions")
+
+    def _touch(self, key: ChunkKey, size: int) -> None:
+        """Mark `key` most recently used, in the index and in the file's mtime."""
+        path = self._path(key)
+        with self._lock:
+            try:
+                os.utime(path)
+            except FileNotFoundError:
+                return
+            if key in self._lru:
+                self._lru.touch(key)
+            else:  # written by another instance since this one started
+                self._lru.add(key, size)
+
+    def _discard_corrupt(self, key: ChunkKey, error: CorruptEntry) -> None:
+        logger.warning("deleting corrupt chunk KV file %s: %s", self._path(key), error)
+        self._counters.add("corrupt")
+        with self._lock:
+            self._lru.remove(key)
+            self._path(key).unlink(missing_ok=True)
+
+    def _open(self, key: ChunkKey) -> tuple[BinaryIO, EntryReader] | None:
+        """Open the file for `key` and verify its header; None (counted) on a miss."""
+        try:
+            file = open(self._path(key), "rb")  # noqa: SIM115 - closed by the caller
+        except FileNotFoundError:
+            self._counters.add("misses")
+            return None
+        try:
+            return file, EntryReader(file, os.fstat(file.fileno()).st_size)
+        except CorruptEntry as error:
+            file.close()
+            self._discard_corrupt(key, error)
+            self._counters.add("misses")
+            return None
+        except BaseException:
+            file.close()
+            raise
+
+    def get(self, key: ChunkKey) -> ChunkKV | None:
+        opened = self._open(key)
+        if opened is None:
+            return None
+        file, reader = opened
+        with file:
+            try:
+                entry = ChunkKV.read_from(reader)
+            except CorruptEntry as error:
+                self._discard_corrupt(key, error)
+                self._counters.add("misses")
+                return None
+        self._counters.add("hits")
+        self._touch(key, reader.header.total_nbytes)
+        return entry
+
+    def load_layers(self, key: ChunkKey) -> LayerStream | None:
+        """Verify the header now; read and verify each layer only when it is requested.
+
+        A layer found damaged mid-stream deletes the file and raises `CorruptEntry`; layers
+        yielded before it passed their own checksums.
+        """
+        opened = self._open(key)
+        if opened is None:
+            return None
+        file, reader = opened
+        self._counters.add("hits")
+        self._touch(key, reader.header.total_nbytes)
+        layers = self._read_layers(key, file, reader)
+        return LayerStream(reader.header.token_ids, reader.header.num_layers, layers, file.close)
+
+    def _read_layers(
+        self, key: ChunkKey, file: BinaryIO, reader: EntryReader
+    ) -> Generator[LayerKV, None, None]:
+        with file:
+            for index in range(reader.header.num_layers):
+                try:
+                    k, v = reader.read_layer(index)
+                except CorruptEntry as error:
+                    self._discard_corrupt(key, error)
+                    raise
+                yield index, k, v
+
+    def put(self, key: ChunkKey, entry: ChunkKV) -> None:
+        size = entry.encoded_nbytes
+        if not self._lru.fits(size):
+            self._counters.add("rejected")
+            return
+        temp = write_synced_temp(self.directory, key, entry.write_to)
+        try:
+            with self._lock:
+                self._lru.remove(key)
+                self._evict_until_room(size)
+                os.replace(temp, self._path(key))
+                self._lru.add(key, size)
+        finally:
+            temp.unlink(missing_ok=True)
+        fsync_directory(self.directory)
+        self._counters.add("puts")
+
+    def contains(self, key: ChunkKey) -> bool:
+        return self._path(key).exists()
+
+    def delete(self, key: ChunkKey) -> bool:
+        with self._lock:
+            self._lru.remove(key)
+            try:
+                self._path(key).unlink()
+            except FileNotFoundError:
+                return False
+        return True
+
+    def keys(self) -> list[ChunkKey]:
+        """Keys of the entry files in the directory, in no particular order."""
+        paths = self.directory.glob(f"*{ENTRY_SUFFIX}")
+        return [ChunkKey(path.stem) for path in paths if ChunkKey.is_valid(path.stem)]
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            sizes = {"bytes": self._lru.used_bytes, "entries": len(self._lru)}
+        return self._counters.snapshot() | sizes
