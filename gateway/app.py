@@ -64,6 +64,7 @@ def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
         chunk_prefix=tuple(chunk_prefix(tokenizer)),
         check_layers=settings.check_layer_schedule(),
         metric=settings.blend_metric,
+        chunk_head_tokens=settings.blend_chunk_head_tokens,
     )
 
 

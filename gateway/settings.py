@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     blend_metric: Literal["k", "v", "kv"] = Field(
         "v", description="Deviation that selects tokens to recompute: keys, values or both."
     )
+    blend_chunk_head_tokens: int = Field(
+        8, ge=0, description="Leading tokens of every cached chunk always recomputed in blend mode."
+    )
     chunk_cache_memory_gib: float = Field(
         2.0, gt=0, description="Memory tier of the chunk KV store, in GiB."
     )

@@ -10,6 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+QUERY_BLOCK = 256
+"""Queries per block; each block reads keys only up to its last query's position."""
+
 
 def causal_mask(query_positions: Tensor, num_ctx_tokens: int) -> Tensor:
     """Boolean mask [num_queries, num_ctx_tokens]: True where key position <= query position."""
@@ -44,28 +47,22 @@ def selective_attention(
         )
     if query_positions.shape != (q.shape[0],):
         raise ValueError(f"query_positions shape {tuple(query_positions.shape)} != ({q.shape[0]},)")
-    mask = causal_mask(query_positions.to(q.device), k.shape[0])
-    out = F.scaled_dot_product_attention(
-        q.float().transpose(0, 1),
-        k.float().transpose(0, 1),
-        v.float().transpose(0, 1),
-        attn_mask=mask,
-        scale=scale,
-        enable_gqa=q.shape[1] != k.shape[1],
-    )
-    return out.transpose(0, 1).to(q.dtype)
-
-
-def scatter_fresh(cached: Tensor, fresh: Tensor, indices: Tensor) -> Tensor:
-    """Return a copy of `cached` whose rows at `indices` are replaced by `fresh`.
-
-    cached: [num_tokens, ...]; fresh: [len(indices), ...], cast to cached's dtype. The input is
-    not modified.
-    """
-    if fresh.shape[1:] != cached.shape[1:] or fresh.shape[0] != indices.numel():
-        raise ValueError(
-            f"fresh {tuple(fresh.shape)} does not fit {indices.numel()} rows of "
-            f"cached {tuple(cached.shape)}"
+    positions = query_positions.to(q.device)
+    keys, values = k.float().transpose(0, 1), v.float().transpose(0, 1)
+    blocks = []
+    for start in range(0, q.shape[0], QUERY_BLOCK):
+        block_positions = positions[start : start + QUERY_BLOCK]
+        # Sorted positions: no query in this block sees past the block's last position.
+        visible = int(block_positions[-1]) + 1
+        blocks.append(
+            F.scaled_dot_product_attention(
+                q[start : start + QUERY_BLOCK].float().transpose(0, 1),
+                keys[:, :visible],
+                values[:, :visible],
+                attn_mask=causal_mask(block_positions, visible),
+                scale=scale,
+                enable_gqa=q.shape[1] != k.shape[1],
+            )
         )
-    index = indices.to(device=cached.device, dtype=torch.long).reshape(-1)
-    return cached.index_copy(0, index, fresh.to(cached.dtype))
+    out = torch.cat(blocks, dim=1)
+    return out.transpose(0, 1).to(q.dtype)

@@ -60,6 +60,9 @@ class Selection:
     check_layers: tuple[tuple[int, float], ...] = ((1, 2.0), (2, 1.5), (3, 1.0))
     metric: Metric = "v"
     normalize: bool = False
+    chunk_head_tokens: int = 0
+    """Leading tokens of every chunk always recomputed: alone, they sat right after the fixed
+    prefix, where attention behaves differently (attention sinks), so their cache fits least."""
 
     def schedule(self) -> GradualSchedule | None:
         if self.ratio <= 0 or self.ratio >= 1:
@@ -97,7 +100,7 @@ def blend_prefill(
     positions = torch.arange(num_tokens, device=device)
     cached = torch.zeros(num_tokens, dtype=torch.bool, device=device)
     for chunk in chunks:
-        cached[chunk.start : chunk.end] = True
+        cached[chunk.start + selection.chunk_head_tokens : chunk.end] = True
     forced = positions[~cached]
     candidates = positions[cached]
     schedule = selection.schedule()

@@ -22,6 +22,7 @@ class BlendSettings:
     check_layers: tuple[tuple[int, float], ...] = DEFAULT_CHECK_LAYERS
     metric: Metric = "v"
     normalize: bool = False
+    chunk_head_tokens: int = 8
 
     def to_extra_config(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,4 +41,5 @@ class BlendSettings:
             ),
             metric=extra.get("metric", "v"),
             normalize=bool(extra.get("normalize", False)),
+            chunk_head_tokens=int(extra.get("chunk_head_tokens", 8)),
         )

@@ -117,9 +117,9 @@ class BlendWorker:
                 capture.values.append(values[capture.start : capture.end].cpu())
 
         ratio = job.plan.effective_ratio if decoder.rope is not None else 1.0
-        selection = Selection(
-            ratio, self.settings.check_layers, self.settings.metric, self.settings.normalize
-        )
+        options = self.settings
+        heads = 0 if ratio == 0 else options.chunk_head_tokens
+        selection = Selection(ratio, options.check_layers, options.metric, options.normalize, heads)
         result = blend_prefill(decoder, token_ids, hits, decoder.rope, selection, write)
         for capture in captures:
             if capture not in in_place:

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.blend.attention import scatter_fresh, selective_attention
+from engine.blend.attention import QUERY_BLOCK, selective_attention
 
 
 def qkv(tokens: int, heads: int, kv_heads: int, dim: int = 16, seed: int = 0):
@@ -87,12 +87,13 @@ def test_selective_attention_rejects_bad_shapes() -> None:
         selective_attention(q, k, v, torch.arange(5), 0.25)
 
 
-def test_scatter_fresh_replaces_rows_without_touching_input() -> None:
-    cached = torch.zeros(6, 2, 4, dtype=torch.bfloat16)
-    fresh = torch.ones(2, 2, 4)
-    got = scatter_fresh(cached, fresh, torch.tensor([1, 4]))
-    assert got.dtype == torch.bfloat16
-    assert got[[1, 4]].eq(1).all() and got[[0, 2, 3, 5]].eq(0).all()
-    assert cached.eq(0).all()
-    with pytest.raises(ValueError, match="does not fit"):
-        scatter_fresh(cached, fresh, torch.tensor([1]))
+def test_many_query_blocks_match_one_full_causal_attention() -> None:
+    torch.manual_seed(7)
+    n = QUERY_BLOCK * 2 + 37
+    q, k, v = torch.randn(n, 4, 8), torch.randn(n, 2, 8), torch.randn(n, 2, 8)
+    positions = torch.arange(n)
+    expected = F.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, enable_gqa=True
+    ).transpose(0, 1)
+    got = selective_attention(q, k, v, positions, scale=8**-0.5)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)

@@ -132,3 +132,19 @@ def test_uncached_gap_tokens_are_always_recomputed() -> None:
     _, result = _collect(model, ids, only_first, ratio=0.0)
     assert result.reused_tokens == 20
     assert result.recomputed_tokens == len(ids) - 20
+
+
+def test_chunk_heads_are_always_recomputed() -> None:
+    model = tiny_llama()
+    chunks = _random_chunks(3, 20, seed=7)
+    ids, spans = _prompt(chunks, question=[])
+    layers: list[tuple[Tensor, Tensor]] = []
+    result = blend_prefill(
+        HFAdapter(model),
+        ids,
+        _placed(model, chunks, spans),
+        rope_spec(),
+        Selection(ratio=0.1, chunk_head_tokens=4),
+        lambda _layer, k, v: layers.append((k, v)),
+    )
+    assert result.recomputed_tokens == len(PREFIX) + 3 * 4 + round(0.1 * 3 * 16)
