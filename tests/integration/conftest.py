@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 TEST_MODEL = "smollm2-135m-instruct"
 API_KEY = "test-key"
-MAX_CONCURRENT = 6
+MAX_CONCURRENT = 8
 MAX_MODEL_LEN = 2048
 STARTUP_SECONDS = 600
 
@@ -31,6 +31,7 @@ class Server:
     api_key: str
     log: Path
     models_dir: Path
+    data_dir: Path
 
     def client(self) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.api_key}"}
@@ -73,6 +74,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "RAGBLEND_MAX_MODEL_LEN": str(MAX_MODEL_LEN),
         "RAGBLEND_KV_CACHE_GIB": "1",
         "RAGBLEND_LOG_LEVEL": "warning",
+        # Too small to hold any chunk: every cached chunk is read back from the disk tier.
+        "RAGBLEND_CHUNK_CACHE_MEMORY_GIB": "0.0001",
     }
     command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
     with log.open("wb") as sink:
@@ -80,7 +83,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, process, log)
-        yield Server(url, TEST_MODEL, API_KEY, log, models_dir)
+        yield Server(url, TEST_MODEL, API_KEY, log, models_dir, data_dir)
     finally:
         process.send_signal(signal.SIGINT)
         try:

@@ -1,0 +1,190 @@
+"""Blended prefill through the real engine: reuse anywhere, misses, corruption, concurrency."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Server
+
+pytestmark = pytest.mark.integration
+
+CAPITALS = {
+    "France": "Paris",
+    "Germany": "Berlin",
+    "Italy": "Rome",
+    "Austria": "Vienna",
+    "Portugal": "Lisbon",
+    "Poland": "Warsaw",
+}
+FILLER = "The country has a long history, many rivers and mountains, and a lively culture. "
+DOCUMENTS = {
+    country: f"The capital of {country} is {city}. " + FILLER * 4
+    for country, city in CAPITALS.items()
+}
+
+
+def _ask(
+    server: Server, country: str, order: list[str], mode: str, ratio: float | None = None
+) -> dict[str, Any]:
+    blend: dict[str, Any] = {"mode": mode}
+    if ratio is not None:
+        blend["recompute_ratio"] = ratio
+    body = {
+        "model": server.model,
+        "messages": [{"role": "user", "content": f"What is the capital of {country}?"}],
+        "documents": [DOCUMENTS[name] for name in order],
+        "max_tokens": 12,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 10,
+        "blend": blend,
+    }
+    with server.client() as client:
+        reply = client.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def _text(reply: dict[str, Any]) -> str:
+    return reply["choices"][0]["message"]["content"]
+
+
+def _first_token_distribution(reply: dict[str, Any]) -> dict[str, float]:
+    first = reply["choices"][0]["logprobs"]["content"][0]
+    return {entry["token"]: entry["logprob"] for entry in first["top_logprobs"]}
+
+
+def _divergence(reference: dict[str, float], other: dict[str, float]) -> float:
+    """KL(reference || other) over the reference's top tokens (others floored)."""
+    floor = min(other.values()) - 1
+    return sum(
+        math.exp(logprob) * (logprob - other.get(token, floor))
+        for token, logprob in reference.items()
+    )
+
+
+def _orders(seed: int) -> list[tuple[str, list[str]]]:
+    shuffled = []
+    for index, country in enumerate(CAPITALS):
+        order = list(CAPITALS)
+        random.Random(seed + index).shuffle(order)
+        shuffled.append((country, order))
+    return shuffled
+
+
+@pytest.fixture(scope="module")
+def warm(server: Server) -> None:
+    """Every document's chunk KV is stored once."""
+    _ask(server, "France", list(CAPITALS), "blend")
+
+
+def test_documents_report_usage_and_blend_counts(server: Server) -> None:
+    order = ["Poland", "Austria"]
+    first = _ask(server, "Poland", order, "blend")
+    again = _ask(server, "Poland", list(reversed(order)), "blend")
+    assert first["blend"]["chunks_missed"] + first["blend"]["chunks_hit"] == 2
+    assert again["blend"] == again["blend"] | {"mode": "blend", "chunks_hit": 2, "chunks_missed": 0}
+    assert (
+        again["usage"]["prompt_tokens_details"]["cached_tokens"] == again["blend"]["reused_tokens"]
+    )
+    assert again["blend"]["reused_tokens"] > 0
+
+
+def test_reordered_chunks_all_hit(server: Server, warm: None) -> None:
+    for country, order in _orders(seed=10)[:3]:
+        reply = _ask(server, country, order, "blend")
+        assert reply["blend"]["chunks_hit"] == len(CAPITALS)
+        assert reply["blend"]["chunks_missed"] == 0
+
+
+def test_ratio_one_reproduces_the_full_prefill(server: Server, warm: None) -> None:
+    for country, order in _orders(seed=20)[:4]:
+        full = _ask(server, country, order, "full")
+        blended = _ask(server, country, order, "blend", ratio=1.0)
+        assert blended["blend"]["chunks_hit"] == len(CAPITALS)
+        assert blended["blend"]["reused_tokens"] == 0
+        assert _text(blended) == _text(full)
+        reference = _first_token_distribution(full)
+        assert _divergence(reference, _first_token_distribution(blended)) < 0.05
+
+
+def test_selective_recompute_stays_much_closer_to_full_than_reuse(
+    server: Server, warm: None
+) -> None:
+    divergence: dict[str, list[float]] = {"blend": [], "reuse": []}
+    for country, order in _orders(seed=30):
+        reference = _first_token_distribution(_ask(server, country, order, "full"))
+        for mode in divergence:
+            reply = _ask(server, country, order, mode, ratio=0.15 if mode == "blend" else None)
+            divergence[mode].append(_divergence(reference, _first_token_distribution(reply)))
+    blend, reuse = (sum(values) / len(values) for values in divergence.values())
+    assert blend < 0.5 * reuse
+
+
+def test_a_missing_middle_chunk_leaves_the_others_hitting(server: Server) -> None:
+    _ask(server, "Germany", ["France", "Germany"], "blend")
+    novel = "The capital of Freedonia is Fredville. " + FILLER * 3
+    body_order = ["France", "Freedonia", "Germany"]
+    DOCUMENTS["Freedonia"] = novel
+    try:
+        first = _ask(server, "Germany", body_order, "blend")
+        second = _ask(server, "Germany", body_order, "blend")
+    finally:
+        del DOCUMENTS["Freedonia"]
+    assert first["blend"]["chunks_hit"] == 2
+    assert first["blend"]["chunks_missed"] == 1
+    assert second["blend"]["chunks_hit"] == 3
+    assert "Berlin" in _text(first)
+
+
+def _store_files(server: Server) -> set[Path]:
+    return set((server.data_dir / "chunk_kv" / "store").glob("*.kv"))
+
+
+def _wait_for_new_file(server: Server, before: set[Path]) -> Path:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        new = _store_files(server) - before
+        if new:
+            return new.pop()
+        time.sleep(0.1)
+    raise AssertionError("the chunk was never written to the disk tier")
+
+
+def test_a_corrupted_disk_entry_is_a_miss_with_the_same_answer(server: Server) -> None:
+    _ask(server, "Austria", ["Austria"], "blend")
+    DOCUMENTS["Atlantis"] = "The capital of Atlantis is Poseidonia. " + FILLER * 3
+    order = ["Austria", "Atlantis"]
+    try:
+        before = _store_files(server)
+        missed = _ask(server, "Austria", order, "reuse")
+        entry = _wait_for_new_file(server, before)
+        data = bytearray(entry.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        entry.write_bytes(bytes(data))
+        corrupted = _ask(server, "Austria", order, "reuse")
+        healed = _ask(server, "Austria", order, "reuse")
+    finally:
+        del DOCUMENTS["Atlantis"]
+    assert missed["blend"]["chunks_missed"] == 1
+    assert corrupted["blend"]["chunks_missed"] == 1
+    assert _text(corrupted) == _text(missed)
+    assert healed["blend"]["chunks_hit"] == 2
+
+
+def test_eight_simultaneous_blended_requests_are_all_answered_right(
+    server: Server, warm: None
+) -> None:
+    jobs = (_orders(seed=40) + _orders(seed=50))[:8]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        replies = list(pool.map(lambda job: _ask(server, job[0], job[1], "blend"), jobs))
+    for (country, _), reply in zip(jobs, replies, strict=True):
+        assert CAPITALS[country] in _text(reply)
+        assert reply["blend"]["chunks_hit"] == len(CAPITALS)
