@@ -1,4 +1,4 @@
-"""The ``ragblend`` command: ``serve`` and ``models``."""
+"""The ``ragblend`` command: ``serve``, ``models`` and ``selfcheck``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     listing = commands.add_parser("models", help="list or provision models")
     listing.add_argument("--provision", metavar="NAME", nargs="+", help="install and convert")
 
+    check = commands.add_parser("selfcheck", help="compare blend with full prefill on a server")
+    check.add_argument("--url", default=None, help="server URL (default: RAGBLEND_HOST:PORT)")
+    check.add_argument("--api-key", default=None, help="bearer key if the server needs one")
+    check.add_argument("--prompts", type=int, default=6, help="prompts per mode")
+
     args = parser.parse_args(argv)
     overrides = {
         key: value
@@ -34,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.command == "serve":
         return _serve(settings)
+    if args.command == "selfcheck":
+        from gateway.selfcheck import main as selfcheck
+
+        url = args.url or f"http://{settings.host}:{settings.port}"
+        api_key = args.api_key or next(iter(settings.api_keys), None)
+        return selfcheck(url, api_key, args.prompts)
     return _models(settings, args.provision or [])
 
 

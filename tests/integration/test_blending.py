@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import math
 import random
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gateway.selfcheck import divergence, first_token_distribution
 from tests.integration.conftest import Server
 
 pytestmark = pytest.mark.integration
@@ -56,20 +58,6 @@ def _text(reply: dict[str, Any]) -> str:
     return reply["choices"][0]["message"]["content"]
 
 
-def _first_token_distribution(reply: dict[str, Any]) -> dict[str, float]:
-    first = reply["choices"][0]["logprobs"]["content"][0]
-    return {entry["token"]: entry["logprob"] for entry in first["top_logprobs"]}
-
-
-def _divergence(reference: dict[str, float], other: dict[str, float]) -> float:
-    """KL(reference || other) over the reference's top tokens (others floored)."""
-    floor = min(other.values()) - 1
-    return sum(
-        math.exp(logprob) * (logprob - other.get(token, floor))
-        for token, logprob in reference.items()
-    )
-
-
 def _orders(seed: int) -> list[tuple[str, list[str]]]:
     shuffled = []
     for index, country in enumerate(CAPITALS):
@@ -111,20 +99,20 @@ def test_ratio_one_reproduces_the_full_prefill(server: Server, warm: None) -> No
         assert blended["blend"]["chunks_hit"] == len(CAPITALS)
         assert blended["blend"]["reused_tokens"] == 0
         assert _text(blended) == _text(full)
-        reference = _first_token_distribution(full)
-        assert _divergence(reference, _first_token_distribution(blended)) < 0.05
+        reference = first_token_distribution(full)
+        assert divergence(reference, first_token_distribution(blended)) < 0.05
 
 
 def test_selective_recompute_stays_much_closer_to_full_than_reuse(
     server: Server, warm: None
 ) -> None:
-    divergence: dict[str, list[float]] = {"blend": [], "reuse": []}
+    by_mode: dict[str, list[float]] = {"blend": [], "reuse": []}
     for country, order in _orders(seed=30):
-        reference = _first_token_distribution(_ask(server, country, order, "full"))
-        for mode in divergence:
+        reference = first_token_distribution(_ask(server, country, order, "full"))
+        for mode, values in by_mode.items():
             reply = _ask(server, country, order, mode, ratio=0.15 if mode == "blend" else None)
-            divergence[mode].append(_divergence(reference, _first_token_distribution(reply)))
-    blend, reuse = (sum(values) / len(values) for values in divergence.values())
+            values.append(divergence(reference, first_token_distribution(reply)))
+    blend, reuse = (sum(values) / len(values) for values in by_mode.values())
     assert blend < 0.5 * reuse
 
 
@@ -188,3 +176,11 @@ def test_eight_simultaneous_blended_requests_are_all_answered_right(
     for (country, _), reply in zip(jobs, replies, strict=True):
         assert CAPITALS[country] in _text(reply)
         assert reply["blend"]["chunks_hit"] == len(CAPITALS)
+
+
+def test_selfcheck_passes_on_the_served_model(server: Server) -> None:
+    command = [sys.executable, "-m", "gateway.cli", "selfcheck", "--url", server.url]
+    command += ["--api-key", server.api_key, "--prompts", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "blend@1.0" in result.stdout and "reuse" in result.stdout

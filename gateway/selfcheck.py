@@ -1,0 +1,121 @@
+"""``ragblend selfcheck``: compare blended answers with full prefill on a running server.
+
+A few synthetic retrieval prompts (shuffled documents, one question each) go through ``full``,
+``blend`` at ratio 1.0 (must reproduce full), ``blend`` at the server's default ratio, and
+``reuse`` (no recompute, the lower bound). Reported per mode: how often the greedy answer equals
+full's, and the divergence of the first token's distribution from full's.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+_FACTS = {
+    "France": "Paris",
+    "Germany": "Berlin",
+    "Italy": "Rome",
+    "Austria": "Vienna",
+    "Portugal": "Lisbon",
+    "Poland": "Warsaw",
+}
+_FILLER = "The country has a long history, many rivers and mountains, and a lively culture. "
+EXACT_DIVERGENCE = 0.05
+"""Ratio 1.0 may differ from full only by rounding (bf16 kernels differ in summation order)."""
+
+MODES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("blend@1.0", {"mode": "blend", "recompute_ratio": 1.0}),
+    ("blend@default", {"mode": "blend"}),
+    ("reuse", {"mode": "reuse"}),
+)
+
+
+def first_token_distribution(reply: dict[str, Any]) -> dict[str, float]:
+    first = reply["choices"][0]["logprobs"]["content"][0]
+    return {entry["token"]: entry["logprob"] for entry in first["top_logprobs"]}
+
+
+def divergence(reference: dict[str, float], other: dict[str, float]) -> float:
+    """KL(reference || other) over the reference's top tokens; missing ones get a low floor."""
+    floor = min(other.values()) - 1
+    return sum(
+        math.exp(logprob) * (logprob - other.get(token, floor))
+        for token, logprob in reference.items()
+    )
+
+
+@dataclass
+class ModeReport:
+    name: str
+    same_answer: int = 0
+    divergences: list[float] = field(default_factory=list)
+
+    @property
+    def mean_divergence(self) -> float:
+        return sum(self.divergences) / max(1, len(self.divergences))
+
+
+def _request(country: str, order: list[str], model: str, blend: dict[str, Any]) -> dict[str, Any]:
+    documents = [f"The capital of {name} is {_FACTS[name]}. " + _FILLER * 4 for name in order]
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": f"What is the capital of {country}?"}],
+        "documents": documents,
+        "max_tokens": 12,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 10,
+        "blend": blend,
+    }
+
+
+def run_selfcheck(client: httpx.Client, model: str, prompts: int) -> list[ModeReport]:
+    reports = [ModeReport(name) for name, _ in MODES]
+    countries = list(_FACTS)
+    for index in range(prompts):
+        country = countries[index % len(countries)]
+        order = random.Random(index).sample(countries, len(countries))
+        _post(client, _request(country, order, model, MODES[1][1]))  # stores the chunks
+        full = _post(client, _request(country, order, model, {"mode": "full"}))
+        for report, (_, blend) in zip(reports, MODES, strict=True):
+            reply = _post(client, _request(country, order, model, blend))
+            report.same_answer += _text(reply) == _text(full)
+            report.divergences.append(
+                divergence(first_token_distribution(full), first_token_distribution(reply))
+            )
+    return reports
+
+
+def _post(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
+    reply = client.post("/v1/chat/completions", json=body)
+    reply.raise_for_status()
+    return reply.json()
+
+
+def _text(reply: dict[str, Any]) -> str:
+    return reply["choices"][0]["message"]["content"]
+
+
+def main(url: str, api_key: str | None, prompts: int) -> int:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(base_url=url, headers=headers, timeout=600) as client:
+        models = client.get("/v1/models")
+        models.raise_for_status()
+        model = models.json()["data"][0]["id"]
+        reports = run_selfcheck(client, model, prompts)
+    print(f"selfcheck of {model} at {url}: {prompts} prompts, 6 shuffled documents each")
+    print(f"{'mode':16} {'same answer as full':>20} {'first-token KL':>16}")
+    for report in reports:
+        same = f"{report.same_answer}/{prompts}"
+        print(f"{report.name:16} {same:>20} {report.mean_divergence:>16.4f}")
+    exact = reports[0]
+    if exact.same_answer < prompts or exact.mean_divergence > EXACT_DIVERGENCE:
+        print("FAIL: blend at ratio 1.0 differs from full prefill", file=sys.stderr)
+        return 1
+    print("OK: blend at ratio 1.0 reproduces full prefill")
+    return 0
