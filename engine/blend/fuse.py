@@ -78,6 +78,8 @@ class BlendResult:
 
 
 LayerSink = Callable[[int, Tensor, Tensor], None]
+Attend = Callable[[int, Tensor, Tensor, Tensor, Tensor], Tensor]
+"""(layer, q, fused k, fused v, query positions) -> attention output; runs after the sink."""
 
 
 @torch.inference_mode()
@@ -88,10 +90,13 @@ def blend_prefill(
     rope: RopeSpec | None,
     selection: Selection,
     sink: LayerSink,
+    attend: Attend | None = None,
 ) -> BlendResult:
     """Compute the fused K/V of every layer for ``token_ids`` (positions 0..n-1) into ``sink``.
 
     ``rope`` re-rotates the cached keys; it may be None only when ``chunks`` is empty.
+    ``sink`` receives each layer's fused K/V before ``attend`` (default: exact-mask SDPA over
+    them) computes the active queries' attention, so an ``attend`` may read them back.
     """
     if chunks and rope is None:
         raise ValueError("cached chunks need a RoPE spec to be moved to their new positions")
@@ -120,8 +125,11 @@ def blend_prefill(
             rows = _rows_to_keep(active, cached, fresh, stored, keep, selection)
             q, residual, active = q[rows], residual[rows], active[rows]
 
-        attention = selective_attention(q, k_fused, v_fused, active, model.scale)
         sink(layer, k_fused, v_fused)
+        if attend is None:
+            attention = selective_attention(q, k_fused, v_fused, active, model.scale)
+        else:
+            attention = attend(layer, q, k_fused, v_fused, active)
         hidden, residual = model.finish(layer, attention.flatten(1), residual)
 
     recomputed = int(active.numel())

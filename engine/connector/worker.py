@@ -10,9 +10,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from engine.blend.fuse import CachedChunk, Selection, blend_prefill
+from engine.blend.fuse import Attend, CachedChunk, Selection, blend_prefill
 from engine.connector.metadata import BlendJob
 from engine.connector.model import VllmDecoder, find_model_runner_model
+from engine.connector.paged_attention import CpuPagedAttention
 from engine.connector.settings import BlendSettings
 from engine.connector.stats import StatsMailbox
 from engine.kvstore.codec import CorruptEntry
@@ -120,7 +121,9 @@ class BlendWorker:
         options = self.settings
         heads = 0 if ratio == 0 else options.chunk_head_tokens
         selection = Selection(ratio, options.check_layers, options.metric, options.normalize, heads)
-        result = blend_prefill(decoder, token_ids, hits, decoder.rope, selection, write)
+        result = blend_prefill(
+            decoder, token_ids, hits, decoder.rope, selection, write, self._paged_attention(job)
+        )
         for capture in captures:
             if capture not in in_place:
                 self._compute_alone(capture, device)
@@ -133,6 +136,15 @@ class BlendWorker:
             "chunks_missed": len(captures),
             "prefix_cached_tokens": job.num_local_cached,
         }
+
+    def _paged_attention(self, job: BlendJob) -> Attend | None:
+        """vLLM's CPU kernel reads the fused KV back from the paged cache; else torch SDPA."""
+        assert self.decoder is not None
+        layers = [self.decoder.attention_layer(i) for i in range(self.decoder.num_layers)]
+        if type(layers[0].impl).__name__ != "CPUAttentionBackendImpl":
+            return None
+        paged = CpuPagedAttention(layers, self._kv_caches, job.block_ids)
+        return lambda layer, q, _k, _v, positions: paged(layer, q, positions)
 
     def _computed_alone(self, job: BlendJob, start: int) -> bool:
         """A chunk right after the fixed prefix is computed in context exactly as alone."""
