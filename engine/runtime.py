@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,8 @@ class Engine:
         if options.blend is not None:
             reason = blending_unsupported_reason(options.model_dir)
             if reason is None:
+                # Statistics of requests that never finished before a restart mean nothing now.
+                shutil.rmtree(options.blend.stats_dir, ignore_errors=True)
                 kv_transfer_config = _connector_config(options.blend)
             else:
                 log.warning("blending off, every request is a full prefill: %s", reason)

@@ -47,7 +47,8 @@ def blend_request(
 def blend_summary(
     plan: BlendPlan, stats: dict[str, Any] | None, prompt_tokens: int, cached_tokens: int
 ) -> dict[str, Any]:
-    """What the response reports; vLLM's prefix cache may have served the whole claim."""
+    """What the response reports. Without worker statistics no chunk was blended: vLLM's prefix
+    cache served the whole chunk region, or the request was a full prefill."""
     if stats is not None:
         return {key: stats[key] for key in SUMMARY_KEYS}
     return {
@@ -56,7 +57,15 @@ def blend_summary(
         "recomputed_tokens": prompt_tokens - cached_tokens,
         "chunks_hit": 0,
         "chunks_missed": 0,
+        "prefix_cached_tokens": cached_tokens,
     }
 
 
-SUMMARY_KEYS = ("mode", "reused_tokens", "recomputed_tokens", "chunks_hit", "chunks_missed")
+SUMMARY_KEYS = (
+    "mode",
+    "reused_tokens",
+    "recomputed_tokens",
+    "chunks_hit",
+    "chunks_missed",
+    "prefix_cached_tokens",
+)

@@ -37,7 +37,7 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int = 0
     cached_tokens: int = 0
-    """Prompt tokens taken from caches: blended chunk KV, or vLLM's prefix cache."""
+    """Prompt tokens taken from caches: blended chunk KV and vLLM's prefix cache."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -107,7 +107,7 @@ class Generation:
         stats = (output.kv_transfer_params or {}).get("ragblend_stats")
         if stats is not None:
             self.blend_stats = stats
-            self.usage.cached_tokens += stats["reused_tokens"]
+            self.usage.cached_tokens += stats["reused_tokens"] + stats["prefix_cached_tokens"]
         else:
             self.usage.cached_tokens += output.num_cached_tokens or 0
 

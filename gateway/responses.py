@@ -16,8 +16,12 @@ from vllm.exceptions import VLLMClientError
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from gateway import metrics
+from gateway.blending import BlendRequest
 from gateway.errors import APIError
 from gateway.generation import ChoiceDelta, Generation, TokenLogprob, Usage
+from gateway.prompts import completion_budget
+from gateway.protocol import SamplingFields
+from gateway.sampling import sampling_params
 from gateway.state import AppState
 
 DONE = "data: [DONE]\n\n"
@@ -59,15 +63,35 @@ def engine_error(exc: Exception) -> APIError:
     raise exc
 
 
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A request's token-id prompts, with the blend plan when it carries documents."""
+
+    fields: SamplingFields
+    prompts: list[list[int]]
+    blend: BlendRequest | None
+    logprobs: int | None
+    arrived: float
+
+
 async def respond(
-    request: Request,
-    state: AppState,
-    generation: Generation,
-    response_format: ResponseFormat,
-    *,
-    stream: bool,
-    include_usage: bool,
+    request: Request, state: AppState, prepared: PreparedRequest, response_format: ResponseFormat
 ) -> Response:
+    """Budget the completion, admit the request and serve it as JSON or as a stream."""
+    engine = state.engine
+    assert engine is not None
+    fields = prepared.fields
+    budget = min(
+        completion_budget(
+            len(ids), fields.max_tokens, engine.max_model_len, state.settings.max_tokens_default
+        )
+        for ids in prepared.prompts
+    )
+    extra_args = None if prepared.blend is None else prepared.blend.extra_args
+    params = sampling_params(fields, budget, prepared.logprobs, engine.max_logprobs, extra_args)
+    generation = Generation(
+        engine, prepared.prompts, params, prepared.blend, started=prepared.arrived
+    )
     route = metrics.route_label(request.url.path)
     state.gate.enter()
     metrics.IN_FLIGHT.labels(route).inc()
@@ -83,8 +107,8 @@ async def respond(
         if summary is not None:
             metrics.record_blend(summary)
 
-    if stream:
-        events = _events(generation, response_format, include_usage, finish)
+    if fields.stream:
+        events = _events(generation, response_format, fields.include_usage, finish)
         return StreamingResponse(
             events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )

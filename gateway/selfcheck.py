@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-_FACTS = {
+CAPITALS = {
     "France": "Paris",
     "Germany": "Berlin",
     "Italy": "Rome",
@@ -24,7 +24,7 @@ _FACTS = {
     "Portugal": "Lisbon",
     "Poland": "Warsaw",
 }
-_FILLER = "The country has a long history, many rivers and mountains, and a lively culture. "
+FILLER = "The country has a long history, many rivers and mountains, and a lively culture. "
 EXACT_DIVERGENCE = 0.05
 """Ratio 1.0 may differ from full only by rounding (bf16 kernels differ in summation order)."""
 
@@ -33,6 +33,10 @@ MODES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("blend@default", {"mode": "blend"}),
     ("reuse", {"mode": "reuse"}),
 )
+
+
+def capital_document(country: str, city: str) -> str:
+    return f"The capital of {country} is {city}. " + FILLER * 4
 
 
 def first_token_distribution(reply: dict[str, Any]) -> dict[str, float]:
@@ -61,7 +65,7 @@ class ModeReport:
 
 
 def _request(country: str, order: list[str], model: str, blend: dict[str, Any]) -> dict[str, Any]:
-    documents = [f"The capital of {name} is {_FACTS[name]}. " + _FILLER * 4 for name in order]
+    documents = [capital_document(name, CAPITALS[name]) for name in order]
     return {
         "model": model,
         "messages": [{"role": "user", "content": f"What is the capital of {country}?"}],
@@ -76,7 +80,7 @@ def _request(country: str, order: list[str], model: str, blend: dict[str, Any]) 
 
 def run_selfcheck(client: httpx.Client, model: str, prompts: int) -> list[ModeReport]:
     reports = [ModeReport(name) for name, _ in MODES]
-    countries = list(_FACTS)
+    countries = list(CAPITALS)
     for index in range(prompts):
         country = countries[index % len(countries)]
         order = random.Random(index).sample(countries, len(countries))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+_COLOURS = {"blend": "#3a7", "reuse": "#d83"}
+
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     print(f"{'phase':8} {'mode':12} {'median TTFT (s)':>16} {'speed-up vs full':>17}")
@@ -24,7 +26,9 @@ def plot_ttft(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     labels = [f"{row['mode']}\n({row['phase']})" for row in rows]
     values = [row["median_ttft_s"] for row in rows]
     figure, axis = plt.subplots(figsize=(max(6, len(rows) * 1.1), 4))
-    bars = axis.bar(labels, values, color=["#888" if "full" in r["mode"] else "#3a7" for r in rows])
+    bars = axis.bar(
+        labels, values, color=[_COLOURS.get(r["mode"].split("@")[0], "#888") for r in rows]
+    )
     for bar, row in zip(bars, rows, strict=True):
         axis.annotate(
             f"{row['speedup_vs_full']:.1f}x",

@@ -10,12 +10,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from gateway.blending import blend_request
-from gateway.generation import ChoiceDelta, Generation, TokenLogprob, Usage
-from gateway.prompts import chat_prompt, completion_budget
+from gateway.generation import ChoiceDelta, TokenLogprob, Usage
+from gateway.prompts import chat_prompt
 from gateway.protocol import ChatCompletionRequest
 from gateway.rag_prompt import chat_with_documents
-from gateway.responses import FinishedChoice, respond, response_id
-from gateway.sampling import sampling_params
+from gateway.responses import FinishedChoice, PreparedRequest, respond, response_id
 from gateway.state import ReadyState, authorized, check_model
 
 router = APIRouter(dependencies=[Depends(authorized)])
@@ -36,23 +35,11 @@ async def create_chat_completion(
         prompt = blend.token_ids
     else:
         prompt = chat_prompt(body.messages, state.tokenizer)
-    budget = completion_budget(
-        len(prompt), body.max_tokens, engine.max_model_len, state.settings.max_tokens_default
-    )
     top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    extra_args = None if blend is None else blend.extra_args
-    params = sampling_params(body, budget, top_logprobs, engine.max_logprobs, extra_args)
-    generation = Generation(engine, [prompt], params, blend, started=arrived)
     completion_id, created = response_id("chatcmpl")
     response_format = ChatFormat(completion_id, created, body.model)
-    return await respond(
-        request,
-        state,
-        generation,
-        response_format,
-        stream=body.stream,
-        include_usage=body.include_usage,
-    )
+    prepared = PreparedRequest(body, [prompt], blend, top_logprobs, arrived)
+    return await respond(request, state, prepared, response_format)
 
 
 @dataclass

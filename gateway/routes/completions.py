@@ -11,12 +11,11 @@ from fastapi.responses import Response
 
 from gateway.blending import blend_request
 from gateway.errors import APIError
-from gateway.generation import ChoiceDelta, Generation, TokenLogprob, Usage
-from gateway.prompts import completion_budget, completion_prompts
+from gateway.generation import ChoiceDelta, TokenLogprob, Usage
+from gateway.prompts import completion_prompts
 from gateway.protocol import CompletionRequest, PromptInput
 from gateway.rag_prompt import completion_with_documents
-from gateway.responses import FinishedChoice, respond, response_id
-from gateway.sampling import sampling_params
+from gateway.responses import FinishedChoice, PreparedRequest, respond, response_id
 from gateway.state import ReadyState, authorized, check_model
 
 router = APIRouter(dependencies=[Depends(authorized)])
@@ -41,25 +40,10 @@ async def create_completion(
         prompts = [blend.token_ids]
     else:
         prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)
-    budget = min(
-        completion_budget(
-            len(ids), body.max_tokens, engine.max_model_len, state.settings.max_tokens_default
-        )
-        for ids in prompts
-    )
-    extra_args = None if blend is None else blend.extra_args
-    params = sampling_params(body, budget, body.logprobs, engine.max_logprobs, extra_args)
-    generation = Generation(engine, prompts, params, blend, started=arrived)
     completion_id, created = response_id("cmpl")
     response_format = CompletionFormat(completion_id, created, body.model)
-    return await respond(
-        request,
-        state,
-        generation,
-        response_format,
-        stream=body.stream,
-        include_usage=body.include_usage,
-    )
+    prepared = PreparedRequest(body, prompts, blend, body.logprobs, arrived)
+    return await respond(request, state, prepared, response_format)
 
 
 def _single_text(prompt: PromptInput) -> str:

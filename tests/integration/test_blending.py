@@ -12,24 +12,17 @@ from typing import Any
 
 import pytest
 
-from gateway.selfcheck import divergence, first_token_distribution
+from gateway.selfcheck import (
+    CAPITALS,
+    capital_document,
+    divergence,
+    first_token_distribution,
+)
 from tests.integration.conftest import Server
 
 pytestmark = pytest.mark.integration
 
-CAPITALS = {
-    "France": "Paris",
-    "Germany": "Berlin",
-    "Italy": "Rome",
-    "Austria": "Vienna",
-    "Portugal": "Lisbon",
-    "Poland": "Warsaw",
-}
-FILLER = "The country has a long history, many rivers and mountains, and a lively culture. "
-DOCUMENTS = {
-    country: f"The capital of {country} is {city}. " + FILLER * 4
-    for country, city in CAPITALS.items()
-}
+DOCUMENTS = {country: capital_document(country, city) for country, city in CAPITALS.items()}
 
 
 def _ask(
@@ -118,12 +111,12 @@ def test_selective_recompute_stays_much_closer_to_full_than_reuse(
 
 def test_a_missing_middle_chunk_leaves_the_others_hitting(server: Server) -> None:
     _ask(server, "Germany", ["France", "Germany"], "blend")
-    novel = "The capital of Freedonia is Fredville. " + FILLER * 3
+    novel = capital_document("Freedonia", "Fredville")
     body_order = ["France", "Freedonia", "Germany"]
     DOCUMENTS["Freedonia"] = novel
     try:
         first = _ask(server, "Germany", body_order, "blend")
-        second = _ask(server, "Germany", body_order, "blend")
+        second = _ask(server, "Germany", body_order[::-1], "blend")
     finally:
         del DOCUMENTS["Freedonia"]
     assert first["blend"]["chunks_hit"] == 2
@@ -148,7 +141,7 @@ def _wait_for_new_file(server: Server, before: set[Path]) -> Path:
 
 def test_a_corrupted_disk_entry_is_a_miss_with_the_same_answer(server: Server) -> None:
     _ask(server, "Austria", ["Austria"], "blend")
-    DOCUMENTS["Atlantis"] = "The capital of Atlantis is Poseidonia. " + FILLER * 3
+    DOCUMENTS["Atlantis"] = capital_document("Atlantis", "Poseidonia")
     order = ["Austria", "Atlantis"]
     try:
         before = _store_files(server)
