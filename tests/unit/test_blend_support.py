@@ -1,0 +1,55 @@
+"""Blending switches itself off for models it cannot re-position exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.blend.rope import RopeSpec
+from engine.connector.model import UnsupportedModel, _check_rotation, checked_rope_spec
+from engine.runtime import blending_unsupported_reason
+
+
+def _model_dir(tmp_path: Path, **config: object) -> Path:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_llama_and_qwen2_with_plain_rope_are_supported(tmp_path: Path) -> None:
+    for architecture in ("LlamaForCausalLM", "Qwen2ForCausalLM"):
+        model_dir = _model_dir(
+            tmp_path, architectures=[architecture], rope_parameters={"rope_type": "default"}
+        )
+        assert blending_unsupported_reason(model_dir) is None
+
+
+def test_other_architectures_and_scaled_rope_are_refused(tmp_path: Path) -> None:
+    gpt2 = _model_dir(tmp_path, architectures=["GPT2LMHeadModel"])
+    assert "GPT2LMHeadModel" in blending_unsupported_reason(gpt2)
+    yarn = _model_dir(
+        tmp_path, architectures=["Qwen2ForCausalLM"], rope_scaling={"type": "yarn", "factor": 4}
+    )
+    assert "yarn" in blending_unsupported_reason(yarn)
+
+
+def _vllm_rotary(base: float = 10000.0):
+    get_rope = pytest.importorskip("vllm.model_executor.layers.rotary_embedding").get_rope
+    from vllm.config import VllmConfig, set_current_vllm_config
+
+    with set_current_vllm_config(VllmConfig()):
+        return get_rope(
+            64, max_position=4096, rope_parameters={"rope_theta": base}, is_neox_style=True
+        )
+
+
+def test_the_models_own_rotary_embedding_passes_the_start_up_check() -> None:
+    spec = checked_rope_spec(_vllm_rotary())
+    assert spec is not None and spec.base == 10000.0 and spec.is_neox_style
+
+
+def test_a_rotation_that_disagrees_with_the_model_is_refused() -> None:
+    wrong = RopeSpec(head_dim=64, rotary_dim=64, base=500.0, is_neox_style=True)
+    with pytest.raises(UnsupportedModel, match="does not match"):
+        _check_rotation(_vllm_rotary(), wrong)
