@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.command == "serve":
         return _serve(settings)
     if args.command == "selfcheck":
