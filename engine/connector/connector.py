@@ -61,7 +61,10 @@ class RagblendConnector(KVConnectorBase_V1):
         assert self._worker is not None
         metadata = self._get_connector_metadata()
         assert isinstance(metadata, BlendConnectorMetadata)
-        jobs, metadata.jobs = metadata.jobs, []  # run once even if called again this step
+        # Take the work out so that a second call in the same step does nothing.
+        jobs, metadata.jobs = metadata.jobs, []
+        evictions, metadata.evictions = metadata.evictions, []
+        self._worker.evict(evictions)
         self._worker.run(jobs)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
@@ -90,6 +93,10 @@ class RagblendConnector(KVConnectorBase_V1):
     ) -> tuple[int | None, bool]:
         assert self._scheduler is not None
         return self._scheduler.num_new_matched_tokens(request, num_computed_tokens), False
+
+    def on_new_request(self, request: Request) -> None:
+        assert self._scheduler is not None
+        self._scheduler.note_new_request(request)
 
     def update_state_after_alloc(
         self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int

@@ -25,3 +25,5 @@ class BlendJob:
 @dataclass
 class BlendConnectorMetadata(KVConnectorMetadata):
     jobs: list[BlendJob] = field(default_factory=list)
+    evictions: list[list[int]] = field(default_factory=list)
+    """Token ids of chunks whose stored KV must be deleted (documents removed)."""

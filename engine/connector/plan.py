@@ -8,6 +8,8 @@ from typing import Any, Literal
 Mode = Literal["blend", "reuse", "full"]
 MODES: tuple[Mode, ...] = ("blend", "reuse", "full")
 PARAMS_KEY = "ragblend"
+EVICT_KEY = "ragblend_evict"
+"""Chunks (token-id lists) whose stored KV a request asks the worker to delete."""
 
 
 @dataclass(frozen=True)
@@ -60,3 +62,11 @@ class BlendPlan:
             return None
         spans = tuple(ChunkSpan(int(start), int(end)) for start, end in body["spans"])
         return cls(body["mode"], float(body["recompute_ratio"]), spans)
+
+
+def eviction_params(chunks: list[list[int]]) -> dict[str, Any]:
+    return {EVICT_KEY: [list(chunk) for chunk in chunks]}
+
+
+def evictions_in(params: dict[str, Any] | None) -> list[list[int]]:
+    return [[int(token) for token in chunk] for chunk in (params or {}).get(EVICT_KEY, [])]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.connector.metadata import BlendConnectorMetadata, BlendJob
-from engine.connector.plan import BlendPlan
+from engine.connector.plan import BlendPlan, evictions_in
 from engine.connector.stats import StatsMailbox
 
 if TYPE_CHECKING:
@@ -30,7 +30,14 @@ class BlendScheduler:
     def __init__(self, mailbox: StatsMailbox) -> None:
         self._claims: dict[str, _Claim] = {}
         self._ready: set[str] = set()
+        self._evictions: list[list[int]] = []
         self._mailbox = mailbox
+
+    def note_new_request(self, request: Request) -> None:
+        try:
+            self._evictions += evictions_in(request.kv_transfer_params)
+        except (TypeError, ValueError) as exc:
+            log.warning("request %s: ignoring a malformed eviction: %s", request.request_id, exc)
 
     def num_new_matched_tokens(self, request: Request, num_computed_tokens: int) -> int:
         """Tokens past vLLM's own prefix hit that the worker will fill by blending."""
@@ -63,7 +70,8 @@ class BlendScheduler:
             new_blocks = cached.new_block_ids[index]
             if req_id in cached.resumed_req_ids and new_blocks is not None:
                 block_ids[req_id] = new_blocks[0]
-        metadata = BlendConnectorMetadata()
+        metadata = BlendConnectorMetadata(evictions=self._evictions)
+        self._evictions = []
         for req_id in self._ready & block_ids.keys():
             claim = self._claims.pop(req_id)
             metadata.jobs.append(

@@ -69,6 +69,10 @@ class BlendWorker:
             extra=",".join(map(str, self.settings.chunk_prefix)),
         )
 
+    def evict(self, chunks: list[list[int]]) -> None:
+        for token_ids in chunks:
+            self.store.delete(ChunkKey.for_chunk(self.fingerprint, token_ids))
+
     def run(self, jobs: list[BlendJob]) -> None:
         for job in jobs:
             self._mailbox.post(job.request_id, self._run_with_retry(job))
