@@ -25,6 +25,16 @@ class BlendOptions(BaseModel):
     recompute_ratio: float | None = Field(None, ge=0.0, le=1.0)
 
 
+class RetrievalOptions(BaseModel):
+    """Retrieve chunks from the ingested documents; they become the request's documents."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    top_k: int = Field(6, ge=1, le=MAX_DOCUMENTS)
+    min_score: float | None = Field(None, ge=-1.0, le=1.0)
+    document_ids: list[str] | None = Field(None, min_length=1)
+
+
 class SamplingFields(BaseModel):
     """Parameters both endpoints share; unknown fields are ignored as vLLM's server does."""
 
@@ -44,6 +54,7 @@ class SamplingFields(BaseModel):
     user: str | None = None
     documents: list[str] | None = Field(None, max_length=MAX_DOCUMENTS)
     blend: BlendOptions | None = None
+    retrieval: RetrievalOptions | None = None
 
     @field_validator("documents")
     @classmethod
@@ -51,6 +62,12 @@ class SamplingFields(BaseModel):
         if value is not None and any(not document.strip() for document in value):
             raise ValueError("documents must not be empty")
         return value
+
+    @model_validator(mode="after")
+    def _documents_or_retrieval(self) -> SamplingFields:
+        if self.documents is not None and self.retrieval is not None:
+            raise ValueError("send either documents or retrieval, not both")
+        return self
 
     @field_validator("stop")
     @classmethod

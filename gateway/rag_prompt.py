@@ -1,4 +1,10 @@
-"""Assemble prompts with documents as explicit chunks: token ids plus each chunk's span."""
+"""Assemble prompts with explicit chunks: token ids plus each chunk's span.
+
+A chunk's token ids are exactly what was (or will be) stored for it, so its cached KV is found
+wherever it lands. Sent ``documents`` are tokenized one by one, each with a trailing blank line;
+retrieved chunks use their stored ids, with blank-line separator tokens between them (outside
+the spans, recomputed like any uncached token).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +25,14 @@ class ChunkedPrompt:
     spans: tuple[ChunkSpan, ...]
 
 
+@dataclass(frozen=True)
+class Chunks:
+    """Chunk token ids in prompt order and the tokens placed after each one."""
+
+    token_ids: list[list[int]]
+    separator: tuple[int, ...] = ()
+
+
 def chunk_prefix(tokenizer: Any) -> list[int]:
     """The fixed tokens every chunk is precomputed behind, and every RAG prompt starts with."""
     if tokenizer.bos_token_id is not None:
@@ -26,45 +40,49 @@ def chunk_prefix(tokenizer: Any) -> list[int]:
     return tokenizer.encode("\n", add_special_tokens=False)
 
 
-def chunk_tokens(document: str, tokenizer: Any) -> list[int]:
-    """A document tokenized on its own, so its ids are the same wherever it is placed."""
-    return tokenizer.encode(document + CHUNK_SEPARATOR, add_special_tokens=False)
+def document_chunks(documents: list[str], tokenizer: Any) -> Chunks:
+    """Each document tokenized on its own, so its ids are the same wherever it is placed."""
+    encode = tokenizer.encode
+    return Chunks([encode(text + CHUNK_SEPARATOR, add_special_tokens=False) for text in documents])
 
 
-def _place(head: list[int], documents: list[str], tail: list[int], tokenizer: Any) -> ChunkedPrompt:
+def stored_chunks(token_ids: list[list[int]], tokenizer: Any) -> Chunks:
+    separator = tokenizer.encode(CHUNK_SEPARATOR, add_special_tokens=False)
+    return Chunks(token_ids, tuple(separator))
+
+
+def _place(head: list[int], chunks: Chunks, tail: list[int]) -> ChunkedPrompt:
     ids, spans = list(head), []
-    for document in documents:
-        chunk = chunk_tokens(document, tokenizer)
+    for chunk in chunks.token_ids:
         spans.append(ChunkSpan(len(ids), len(ids) + len(chunk)))
         ids += chunk
+        ids += chunks.separator
     return ChunkedPrompt(ids + tail, tuple(spans))
 
 
-def completion_with_documents(prompt: str, documents: list[str], tokenizer: Any) -> ChunkedPrompt:
-    """[prefix][document 1]...[document k][prompt]."""
+def completion_with_chunks(prompt: str, chunks: Chunks, tokenizer: Any) -> ChunkedPrompt:
+    """[prefix][chunk 1]...[chunk k][prompt]."""
     tail = tokenizer.encode(prompt, add_special_tokens=False)
-    return _place(chunk_prefix(tokenizer), documents, tail, tokenizer)
+    return _place(chunk_prefix(tokenizer), chunks, tail)
 
 
-def chat_with_documents(
-    messages: list[ChatMessage], documents: list[str], tokenizer: Any
-) -> ChunkedPrompt:
-    """The chat template, with the documents right before the last user message's content."""
-    last_user = max(
-        (index for index, message in enumerate(messages) if message.role == "user"), default=None
-    )
-    if last_user is None:
-        raise APIError(400, "documents need a user message to precede.", param="messages")
+def chat_with_chunks(messages: list[ChatMessage], chunks: Chunks, tokenizer: Any) -> ChunkedPrompt:
+    """The chat template, with the chunks right before the last user message's content."""
+    index = last_user_index(messages)
     conversation = [{"role": m.role, "content": m.text} for m in messages]
-    conversation[last_user]["content"] = _SENTINEL + conversation[last_user]["content"]
+    conversation[index]["content"] = _SENTINEL + conversation[index]["content"]
     text = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
     head, sentinel, tail = text.partition(_SENTINEL)
     if not sentinel:
         raise APIError(400, "The chat template dropped the user message.", param="messages")
     encode = tokenizer.encode
     return _place(
-        encode(head, add_special_tokens=False),
-        documents,
-        encode(tail, add_special_tokens=False),
-        tokenizer,
+        encode(head, add_special_tokens=False), chunks, encode(tail, add_special_tokens=False)
     )
+
+
+def last_user_index(messages: list[ChatMessage]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "user":
+            return index
+    raise APIError(400, "documents and retrieval need a user message.", param="messages")

@@ -72,6 +72,8 @@ class PreparedRequest:
     blend: BlendRequest | None
     logprobs: int | None
     arrived: float
+    sources: list[dict[str, Any]] | None = None
+    """Retrieved chunks the prompt was built from, reported back to the client."""
 
 
 async def respond(
@@ -108,12 +110,12 @@ async def respond(
             metrics.record_blend(summary)
 
     if fields.stream:
-        events = _events(generation, response_format, fields.include_usage, finish)
+        events = _events(generation, response_format, prepared, finish)
         return StreamingResponse(
             events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
     try:
-        return await _json_unless_disconnected(request, generation, response_format)
+        return await _json_unless_disconnected(request, generation, response_format, prepared)
     finally:
         finish()
 
@@ -121,9 +123,10 @@ async def respond(
 async def _events(
     generation: Generation,
     response_format: ResponseFormat,
-    include_usage: bool,
+    prepared: PreparedRequest,
     finish: Any,
 ) -> AsyncIterator[str]:
+    include_usage = prepared.fields.include_usage
     try:
         async with aclosing(generation.deltas()) as deltas:
             async for delta in deltas:
@@ -132,7 +135,8 @@ async def _events(
                         chunk["usage"] = None
                     yield sse(chunk)
         if include_usage:
-            yield sse(_with_blend(response_format.usage_chunk(generation.usage), generation))
+            usage_chunk = response_format.usage_chunk(generation.usage)
+            yield sse(_with_extras(usage_chunk, generation, prepared))
     except Exception as exc:
         yield sse(engine_error(exc).body())
     finally:
@@ -140,7 +144,9 @@ async def _events(
     yield DONE
 
 
-async def _collect(generation: Generation, response_format: ResponseFormat) -> dict[str, Any]:
+async def _collect(
+    generation: Generation, response_format: ResponseFormat, prepared: PreparedRequest
+) -> dict[str, Any]:
     choices: dict[int, FinishedChoice] = {}
     async with aclosing(generation.deltas()) as deltas:
         async for delta in deltas:
@@ -150,19 +156,29 @@ async def _collect(generation: Generation, response_format: ResponseFormat) -> d
                 choice.logprobs = (choice.logprobs or []) + delta.logprobs
             choice.finish_reason = delta.finish_reason or choice.finish_reason
     ordered = [choices[index] for index in sorted(choices)]
-    return _with_blend(response_format.body(ordered, generation.usage), generation)
+    return _with_extras(response_format.body(ordered, generation.usage), generation, prepared)
 
 
-def _with_blend(payload: dict[str, Any], generation: Generation) -> dict[str, Any]:
+def _with_extras(
+    payload: dict[str, Any], generation: Generation, prepared: PreparedRequest
+) -> dict[str, Any]:
+    """ragblend's additions: the blend summary and what retrieval used."""
     summary = generation.blend_summary()
-    return payload if summary is None else {**payload, "blend": summary}
+    if summary is not None:
+        payload = {**payload, "blend": summary}
+    if prepared.sources is not None:
+        payload = {**payload, "retrieval": prepared.sources}
+    return payload
 
 
 async def _json_unless_disconnected(
-    request: Request, generation: Generation, response_format: ResponseFormat
+    request: Request,
+    generation: Generation,
+    response_format: ResponseFormat,
+    prepared: PreparedRequest,
 ) -> Response:
     """Wait for the whole answer, aborting the generation if the client goes away first."""
-    task = asyncio.create_task(_collect(generation, response_format))
+    task = asyncio.create_task(_collect(generation, response_format, prepared))
     while True:
         done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
         if done:

@@ -91,6 +91,24 @@ class Settings(BaseSettings):
     chunk_cache_disk_gib: float = Field(
         20.0, gt=0, description="Disk tier of the chunk KV store (under the data dir), in GiB."
     )
+    retrieval_by_default: bool = Field(
+        False,
+        description="Retrieve from ingested documents when a request sends neither "
+        "`documents` nor `retrieval`.",
+    )
+    retrieval_top_k: int = Field(6, ge=1, le=64, description="Chunks retrieved by default.")
+    chunk_tokens: int = Field(
+        384, ge=64, le=2048, description="Largest ingested chunk, in the served model's tokens."
+    )
+    index_kind: Literal["flat", "hnsw"] = Field(
+        "flat", description="FAISS index: exact inner product, or HNSW for large collections."
+    )
+    embedding_model: Path | None = Field(
+        None, description="Local sentence-transformers model; default: bundled all-MiniLM-L6-v2."
+    )
+    max_document_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Largest document accepted for ingest (else 413)."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
 
     @field_validator("blend_check_layers")
@@ -119,6 +137,10 @@ class Settings(BaseSettings):
     @property
     def vllm_cache_dir(self) -> Path:
         return self.data_dir / "vllm"
+
+    @property
+    def library_dir(self) -> Path:
+        return self.data_dir / "library"
 
     @property
     def chunk_kv_dir(self) -> Path:

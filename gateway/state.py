@@ -21,6 +21,8 @@ class AppState:
     gate: AdmissionGate = field(init=False)
     engine: Engine | None = None
     tokenizer: Any = None
+    library: Any = None
+    """The document library (retriever.library.Library) once loaded; None without retrieval."""
     load_error: str | None = None
     created: int = field(default_factory=lambda: int(time.time()))
 

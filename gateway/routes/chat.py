@@ -13,8 +13,9 @@ from gateway.blending import blend_request
 from gateway.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.prompts import chat_prompt
 from gateway.protocol import ChatCompletionRequest
-from gateway.rag_prompt import chat_with_documents
+from gateway.rag_prompt import chat_with_chunks
 from gateway.responses import FinishedChoice, PreparedRequest, respond, response_id
+from gateway.retrieval import request_chunks
 from gateway.state import ReadyState, authorized, check_model
 
 router = APIRouter(dependencies=[Depends(authorized)])
@@ -28,17 +29,19 @@ async def create_chat_completion(
     check_model(body.model, state)
     engine = state.engine
     assert engine is not None
-    blend = None
-    if body.documents is not None:
-        chunked = chat_with_documents(body.messages, body.documents, state.tokenizer)
+    blend, sources = None, None
+    questions = [message.text for message in body.messages if message.role == "user"]
+    chunks = await request_chunks(body, questions[-1] if questions else "", state)
+    if chunks is not None:
+        chunked = chat_with_chunks(body.messages, chunks.chunks, state.tokenizer)
         blend = blend_request(chunked, body.blend, state.settings, engine)
-        prompt = blend.token_ids
+        prompt, sources = blend.token_ids, chunks.sources
     else:
         prompt = chat_prompt(body.messages, state.tokenizer)
     top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     completion_id, created = response_id("chatcmpl")
     response_format = ChatFormat(completion_id, created, body.model)
-    prepared = PreparedRequest(body, [prompt], blend, top_logprobs, arrived)
+    prepared = PreparedRequest(body, [prompt], blend, top_logprobs, arrived, sources)
     return await respond(request, state, prepared, response_format)
 
 

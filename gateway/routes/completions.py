@@ -13,9 +13,10 @@ from gateway.blending import blend_request
 from gateway.errors import APIError
 from gateway.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.prompts import completion_prompts
-from gateway.protocol import CompletionRequest, PromptInput
-from gateway.rag_prompt import completion_with_documents
+from gateway.protocol import CompletionRequest
+from gateway.rag_prompt import completion_with_chunks
 from gateway.responses import FinishedChoice, PreparedRequest, respond, response_id
+from gateway.retrieval import request_chunks
 from gateway.state import ReadyState, authorized, check_model
 
 router = APIRouter(dependencies=[Depends(authorized)])
@@ -29,29 +30,31 @@ async def create_completion(
     check_model(body.model, state)
     engine = state.engine
     assert engine is not None
-    blend = None
-    if body.documents is not None:
-        blend = blend_request(
-            completion_with_documents(_single_text(body.prompt), body.documents, state.tokenizer),
-            body.blend,
-            state.settings,
-            engine,
-        )
-        prompts = [blend.token_ids]
+    blend, sources = None, None
+    text = _prompt_text(body)
+    chunks = None if text is None else await request_chunks(body, text, state)
+    if text is not None and chunks is not None:
+        chunked = completion_with_chunks(text, chunks.chunks, state.tokenizer)
+        blend = blend_request(chunked, body.blend, state.settings, engine)
+        prompts, sources = [blend.token_ids], chunks.sources
     else:
         prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)
     completion_id, created = response_id("cmpl")
     response_format = CompletionFormat(completion_id, created, body.model)
-    prepared = PreparedRequest(body, prompts, blend, body.logprobs, arrived)
+    prepared = PreparedRequest(body, prompts, blend, body.logprobs, arrived, sources)
     return await respond(request, state, prepared, response_format)
 
 
-def _single_text(prompt: PromptInput) -> str:
+def _prompt_text(body: CompletionRequest) -> str | None:
+    """The prompt as one string, or None for other shapes (which take no chunks)."""
+    prompt = body.prompt
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         return prompt[0]
-    if not isinstance(prompt, str):
-        raise APIError(400, "documents need the prompt as one string.", param="prompt")
-    return prompt
+    if isinstance(prompt, str):
+        return prompt
+    if body.documents is not None or body.retrieval is not None:
+        raise APIError(400, "documents and retrieval need the prompt as one string.", "prompt")
+    return None
 
 
 @dataclass
