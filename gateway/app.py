@@ -13,14 +13,16 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from engine.chunk_cache import ChunkCache
 from engine.connector.settings import BlendSettings
 from engine.models.provision import resolve_model
 from engine.platform import resolve_device
 from engine.runtime import Engine, EngineOptions
 from gateway.errors import install_error_handlers
 from gateway.metrics import RequestCounter
+from gateway.precompute import Precomputer
 from gateway.rag_prompt import chunk_prefix
-from gateway.routes import chat, completions, health, models
+from gateway.routes import chat, completions, documents, health, models
 from gateway.settings import Settings
 from gateway.state import AppState
 
@@ -40,6 +42,10 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
         finally:
             if not loading.done():
                 log.warning("shutting down while the model is still loading")
+            if state.precomputer is not None:
+                await state.precomputer.stop()
+            if state.library is not None:
+                state.library.close()
             if state.engine is not None:
                 state.engine.shutdown()
 
@@ -47,7 +53,7 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
     app.state.ragblend = state
     app.add_middleware(RequestCounter)
     install_error_handlers(app)
-    for module in (completions, chat, models, health):
+    for module in (completions, chat, documents, models, health):
         app.include_router(module.router)
     return app
 
@@ -84,6 +90,24 @@ def engine_options(settings: Settings, model_dir: Path, tokenizer: Any) -> Engin
     )
 
 
+async def _open_library(settings: Settings, tokenizer: Any) -> Any:
+    """The document library, or None (retrieval off, serving on) if it cannot be opened."""
+    from retriever.embed import Embedder
+    from retriever.library import Library
+
+    def open_library() -> Library:
+        embedder = Embedder(settings.embedding_model)
+        return Library(
+            settings.library_dir, tokenizer, embedder, settings.index_kind, settings.chunk_tokens
+        )
+
+    try:
+        return await asyncio.to_thread(open_library)
+    except Exception:
+        log.exception("the document library could not be opened; retrieval is off")
+        return None
+
+
 async def _load(state: AppState, exit_on_failure: bool) -> None:
     from transformers import AutoTokenizer
 
@@ -92,7 +116,13 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
         model_dir = await asyncio.to_thread(resolve_model, settings.model, settings.models_dir)
         tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, model_dir)
         options = engine_options(settings, model_dir, tokenizer)
-        state.engine = await asyncio.to_thread(Engine, options)
+        engine = await asyncio.to_thread(Engine, options)
+        state.chunk_cache = ChunkCache(engine, chunk_prefix(tokenizer))
+        state.library = await _open_library(settings, tokenizer)
+        if state.library is not None and engine.blending:
+            state.precomputer = Precomputer(state.library, state.chunk_cache)
+            state.precomputer.start()
+        state.engine = engine
         state.tokenizer = tokenizer
     except Exception as exc:
         state.load_error = f"{type(exc).__name__}: {exc}"

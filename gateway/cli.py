@@ -1,4 +1,4 @@
-"""The ``ragblend`` command: ``serve``, ``models`` and ``selfcheck``."""
+"""The ``ragblend`` command: ``serve``, ``models``, ``ingest``, ``query`` and ``selfcheck``."""
 
 from __future__ import annotations
 
@@ -22,9 +22,17 @@ def main(argv: list[str] | None = None) -> int:
     listing.add_argument("--provision", metavar="NAME", nargs="+", help="install and convert")
 
     check = commands.add_parser("selfcheck", help="compare blend with full prefill on a server")
-    check.add_argument("--url", default=None, help="server URL (default: RAGBLEND_HOST:PORT)")
-    check.add_argument("--api-key", default=None, help="bearer key if the server needs one")
     check.add_argument("--prompts", type=int, default=6, help="prompts per mode")
+    ingest = commands.add_parser("ingest", help="upload files or folders to a running server")
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    query = commands.add_parser("query", help="ask a running server, with retrieval")
+    query.add_argument("question")
+    query.add_argument("--top-k", type=int, default=6)
+    for client_command in (check, ingest, query):
+        client_command.add_argument("--url", help="server URL (default: RAGBLEND_HOST:PORT)")
+        client_command.add_argument(
+            "--api-key", help="bearer key (default: first of RAGBLEND_API_KEYS)"
+        )
 
     args = parser.parse_args(argv)
     overrides = {
@@ -40,13 +48,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.command == "serve":
         return _serve(settings)
-    if args.command == "selfcheck":
-        from gateway.selfcheck import main as selfcheck
+    if args.command == "models":
+        return _models(settings, args.provision or [])
+    from gateway import client_commands, selfcheck
 
-        url = args.url or f"http://{settings.host}:{settings.port}"
-        api_key = args.api_key or next(iter(settings.api_keys), None)
-        return selfcheck(url, api_key, args.prompts)
-    return _models(settings, args.provision or [])
+    url = args.url or f"http://{settings.host}:{settings.port}"
+    api_key = args.api_key or next(iter(settings.api_keys), None)
+    if args.command == "selfcheck":
+        return selfcheck.main(url, api_key, args.prompts)
+    if args.command == "ingest":
+        return client_commands.ingest(url, api_key, args.paths)
+    return client_commands.query(url, api_key, args.question, args.top_k)
 
 
 def _serve(settings: Settings) -> int:

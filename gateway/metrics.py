@@ -30,6 +30,12 @@ BLEND_CHUNKS = Counter(
     "ragblend_blend_chunks_total", "Document chunks looked up in the chunk KV store.", ["result"]
 )
 
+PRECOMPUTED_CHUNKS = Counter(
+    "ragblend_precomputed_chunks_total",
+    "Ingested chunks whose KV was precomputed: stored now (miss) or already stored (hit).",
+    ["result"],
+)
+
 
 def record_blend(summary: dict[str, Any]) -> None:
     mode = summary["mode"]

@@ -32,9 +32,12 @@ async def request_chunks(
         return None
     if state.library is None:
         raise APIError(503, "Retrieval is unavailable: the document library did not load.")
-    hits = await asyncio.to_thread(
-        state.library.search, query, options.top_k, options.min_score, options.document_ids
-    )
+    try:
+        hits = await asyncio.to_thread(
+            state.library.search, query, options.top_k, options.min_score, options.document_ids
+        )
+    except ValueError as exc:
+        raise APIError(400, f"Retrieval needs a question: {exc}.", param="retrieval") from exc
     sources = [
         {"document_id": hit.document_id, "chunk_index": hit.chunk_index, "score": hit.score}
         for hit in hits

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from engine.chunk_cache import ChunkCache
 from engine.runtime import Engine
 from gateway.admission import AdmissionGate
 from gateway.errors import APIError
@@ -22,7 +23,10 @@ class AppState:
     engine: Engine | None = None
     tokenizer: Any = None
     library: Any = None
-    """The document library (retriever.library.Library) once loaded; None without retrieval."""
+    """The document library (retriever.library.Library) once loaded."""
+    chunk_cache: ChunkCache | None = None
+    precomputer: Any = None
+    """Background chunk-KV precompute (gateway.precompute.Precomputer); None without blending."""
     load_error: str | None = None
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -74,5 +78,13 @@ def check_model(requested: str, state: AppState) -> None:
         )
 
 
+def library_state(request: Request) -> AppState:
+    state = ready_state(request)
+    if state.library is None:
+        raise APIError(503, "The document library is unavailable; see the server log.")
+    return state
+
+
 CurrentState = Annotated[AppState, Depends(app_state)]
 ReadyState = Annotated[AppState, Depends(ready_state)]
+LibraryState = Annotated[AppState, Depends(library_state)]

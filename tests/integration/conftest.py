@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ TEST_MODEL = "smollm2-135m-instruct"
 API_KEY = "test-key"
 MAX_CONCURRENT = 8
 MAX_MODEL_LEN = 2048
+MAX_DOCUMENT_BYTES = 100_000
 STARTUP_SECONDS = 600
 
 
@@ -58,9 +60,9 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     pytest.fail(f"server not ready after {STARTUP_SECONDS}s:\n{log.read_text()[-4000:]}")
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data_dir = tmp_path_factory.mktemp("data")
+@contextmanager
+def running_server(data_dir: Path) -> Iterator[Server]:
+    """``ragblend serve`` in a subprocess on SmolLM2 with ``data_dir``, until the block ends."""
     models_dir = Path(os.environ.get("RAGBLEND_MODELS_DIR", REPO / "data" / "models"))
     log = data_dir / "server.log"
     port = _free_port()
@@ -74,11 +76,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "RAGBLEND_MAX_MODEL_LEN": str(MAX_MODEL_LEN),
         "RAGBLEND_KV_CACHE_GIB": "1",
         "RAGBLEND_LOG_LEVEL": "warning",
+        "RAGBLEND_MAX_DOCUMENT_BYTES": str(MAX_DOCUMENT_BYTES),
         # Too small to hold any chunk: every cached chunk is read back from the disk tier.
         "RAGBLEND_CHUNK_CACHE_MEMORY_GIB": "0.0001",
     }
     command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
-    with log.open("wb") as sink:
+    with log.open("ab") as sink:
         process = subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -90,6 +93,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("data")) as started:
+        yield started
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,66 @@
+"""Precompute the KV of newly ingested chunks in the background, one at a time.
+
+One request at a time keeps ingestion from starving serving: each precompute is a short
+prefill that vLLM batches with live requests. Work survives restarts: pending chunks are read
+from the document store, so a restart resumes where the last run stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from engine.chunk_cache import ChunkCache
+from gateway.metrics import PRECOMPUTED_CHUNKS
+
+log = logging.getLogger(__name__)
+BATCH = 16
+
+
+class Precomputer:
+    def __init__(self, library: Any, chunk_cache: ChunkCache) -> None:
+        self.library = library
+        self.chunk_cache = chunk_cache
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="chunk-precompute")
+        self.notify()
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        store = self.library.store
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while rows := await asyncio.to_thread(store.pending_chunks, BATCH):
+                for row in rows:
+                    await self._precompute(store, row)
+
+    async def _precompute(self, store: Any, row: Any) -> None:
+        try:
+            stats = await self.chunk_cache.precompute(row.token_ids)
+        except Exception:
+            log.exception("precomputing chunk %s of %s failed", row.chunk_index, row.document_id)
+            await asyncio.to_thread(store.set_status, row.document_id, "failed")
+            await asyncio.to_thread(store.mark_chunk_cached, row.id)  # do not retry forever
+            return
+        if stats is not None:
+            PRECOMPUTED_CHUNKS.labels("hit" if stats["chunks_hit"] else "miss").inc()
+        if not await asyncio.to_thread(store.mark_chunk_cached, row.id):
+            # The document was deleted meanwhile: drop what was just stored for it.
+            await self.chunk_cache.evict([row.token_ids])
+            return
+        document = await asyncio.to_thread(store.get_document, row.document_id)
+        remaining = await asyncio.to_thread(store.pending_chunks_of, row.document_id)
+        if document is not None and document.status == "indexed" and not remaining:
+            await asyncio.to_thread(store.set_status, row.document_id, "cached")
+            log.info("chunk KV of document %s is cached", row.document_id)

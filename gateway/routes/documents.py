@@ -1,0 +1,138 @@
+"""``/v1/documents``: ingest (JSON or file upload), list, inspect and delete documents."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.errors import APIError
+from gateway.state import AppState, LibraryState, authorized
+
+router = APIRouter(dependencies=[Depends(authorized)])
+
+MAX_DOCUMENTS_PER_REQUEST = 256
+
+
+class DocumentIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(None, min_length=1, max_length=200)
+    text: str
+    metadata: dict[str, Any] | None = None
+
+
+class IngestBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    documents: list[DocumentIn] = Field(min_length=1, max_length=MAX_DOCUMENTS_PER_REQUEST)
+
+
+@router.post("/v1/documents")
+async def ingest_documents(request: Request, state: LibraryState) -> dict[str, Any]:
+    from retriever.documents import InvalidIngest
+    from retriever.store import DocumentConflict
+
+    documents = await _read_documents(request, state)
+    try:
+        results = await asyncio.to_thread(state.library.ingest, documents)
+    except DocumentConflict as exc:
+        raise APIError(409, str(exc), param="documents") from exc
+    except InvalidIngest as exc:
+        raise APIError(400, str(exc), param="documents") from exc
+    if state.precomputer is not None:
+        state.precomputer.notify()
+    return {"object": "list", "data": [_result(result) for result in results]}
+
+
+async def _read_documents(request: Request, state: AppState) -> list[Any]:
+    from retriever.documents import NewDocument
+    from retriever.extract import InvalidDocument, UnsupportedMediaType, extract_text
+
+    limit = state.settings.max_document_bytes
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith("multipart/form-data"):
+        form = await request.form()
+        uploads = [value for _, value in form.multi_items() if hasattr(value, "filename")]
+        if not uploads:
+            raise APIError(400, "Upload at least one file in a 'file' field.", param="file")
+        documents = []
+        for upload in uploads:
+            data = await upload.read()
+            _check_size(len(data), limit, upload.filename)
+            try:
+                text = extract_text(upload.filename or "", upload.content_type, data)
+            except UnsupportedMediaType as exc:
+                raise APIError(415, str(exc), param="file") from exc
+            except InvalidDocument as exc:
+                raise APIError(400, str(exc), param="file") from exc
+            documents.append(NewDocument(None, text, {"filename": upload.filename}))
+        return documents
+    try:
+        body = IngestBody.model_validate_json(await request.body())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or None
+        raise APIError(400, f"Invalid document batch: {first.get('msg')}", param=where) from exc
+    for document in body.documents:
+        _check_size(len(document.text.encode()), limit, document.id)
+    return [NewDocument(d.id, d.text, d.metadata) for d in body.documents]
+
+
+def _check_size(size: int, limit: int, name: str | None) -> None:
+    if size > limit:
+        label = f"'{name}'" if name else "of the request"
+        raise APIError(413, f"Document {label} has {size} bytes; the limit is {limit}.")
+
+
+def _result(result: Any) -> dict[str, Any]:
+    return {
+        "id": result.id,
+        "object": "document",
+        "created": result.created,
+        "num_chunks": result.num_chunks,
+        "status": result.status,
+    }
+
+
+def _document(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "object": "document",
+        "status": row.status,
+        "num_chunks": row.num_chunks,
+        "num_chars": row.num_chars,
+        "metadata": row.metadata,
+        "created_at": int(row.created_at),
+    }
+
+
+@router.get("/v1/documents")
+async def list_documents(
+    state: LibraryState,
+    offset: int = Query(0, ge=0),
+    limit: int = Query(20, ge=1, le=200),
+) -> dict[str, Any]:
+    rows, total = await asyncio.to_thread(state.library.store.list_documents, offset, limit)
+    data = [_document(row) for row in rows]
+    return {"object": "list", "data": data, "total": total, "offset": offset, "limit": limit}
+
+
+@router.get("/v1/documents/{document_id}")
+async def get_document(document_id: str, state: LibraryState) -> dict[str, Any]:
+    row = await asyncio.to_thread(state.library.store.get_document, document_id)
+    if row is None:
+        raise APIError(404, f"No document '{document_id}'.", param="id", code="document_not_found")
+    return _document(row)
+
+
+@router.delete("/v1/documents/{document_id}")
+async def delete_document(document_id: str, state: LibraryState) -> dict[str, Any]:
+    chunks = await asyncio.to_thread(state.library.delete, document_id)
+    if chunks is None:
+        raise APIError(404, f"No document '{document_id}'.", param="id", code="document_not_found")
+    if state.chunk_cache is not None:
+        await state.chunk_cache.evict([chunk.token_ids for chunk in chunks])
+    return {"id": document_id, "object": "document", "deleted": True}

@@ -1,0 +1,181 @@
+"""Split documents into chunks measured in the served model's tokens.
+
+A chunk's `token_ids` are exactly `tokenizer.encode(chunk.text, add_special_tokens=False)`, so a
+prompt assembled from stored ids is identical to one tokenized from the text. Chunks break at
+paragraphs (blank lines) first, then at sentences and line breaks, then at whitespace, and only as
+a last resort inside a very long run of non-space characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+# Sentence ends: ASCII . ! ? before whitespace; CJK full stop, exclamation and question marks.
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*|\s*\n\s*")
+_WHITESPACE = re.compile(r"\s+")
+_SPLIT_LEVELS = (_SENTENCE_BREAK, _WHITESPACE)
+_EXTRA_BLANK_LINES = re.compile(r"\n{3,}")
+_TRAILING_SPACES = re.compile(r"[ \t]+$", re.MULTILINE)
+# Longest stretch of characters a forced split inspects at once; only bounds the work done.
+_CHARS_PER_TOKEN_BOUND = 32
+_MIN_MAX_TOKENS = 8
+
+
+class TextTokenizer(Protocol):
+    """The part of a Hugging Face tokenizer that chunking uses."""
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """`text` is `source[start_char:end_char]`; `token_ids` is the exact encoding of `text`."""
+
+    text: str
+    token_ids: list[int]
+    start_char: int
+    end_char: int
+
+
+def normalize_text(text: str) -> str:
+    """Unify newlines, strip trailing spaces and surrounding blank lines, collapse blank runs."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _TRAILING_SPACES.sub("", text)
+    return _EXTRA_BLANK_LINES.sub("\n\n", text).strip("\n")
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 hex digest of the normalized text: equal for documents that differ only in layout."""
+    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
+
+
+def chunk_text(
+    text: str, tokenizer: TextTokenizer, max_tokens: int = 384, min_tokens: int = 64
+) -> list[Chunk]:
+    """Split `text` into chunks of at most `max_tokens` tokens, each a contiguous slice of it.
+
+    Paragraphs that fit are never split and consecutive ones are packed together. A paragraph too
+    long for one chunk starts a new chunk (unless the chunk so far has fewer than `min_tokens`)
+    and the chunk holding its end is closed, so the next paragraph starts fresh. A final chunk
+    below `min_tokens` joins the previous one when the result still fits.
+    """
+    if max_tokens < _MIN_MAX_TOKENS:
+        raise ValueError(f"max_tokens must be at least {_MIN_MAX_TOKENS}, got {max_tokens}")
+    if not 0 <= min_tokens < max_tokens:
+        raise ValueError(f"min_tokens must be in [0, max_tokens), got {min_tokens}")
+    packer = _Packer(text, tokenizer, max_tokens)
+    for start, end in _spans(text, _PARAGRAPH_BREAK, 0, len(text)):
+        if packer.fits(start, end):
+            packer.add(start, end)
+            continue
+        if packer.current_tokens() >= min_tokens:
+            packer.close()
+        for piece_start, piece_end in _pieces(packer, start, end, 0):
+            packer.add(piece_start, piece_end)
+        if packer.current_tokens() >= min_tokens:
+            packer.close()
+    packer.close()
+    packer.merge_small_tail(min_tokens)
+    return packer.chunks
+
+
+class _Packer:
+    """Greedily grows the current chunk span while its exact token count stays within budget."""
+
+    def __init__(self, text: str, tokenizer: TextTokenizer, max_tokens: int) -> None:
+        self.text = text
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+        self.chunks: list[Chunk] = []
+        self._current: Chunk | None = None
+
+    def encode(self, start: int, end: int) -> list[int]:
+        return self.tokenizer.encode(self.text[start:end], add_special_tokens=False)
+
+    def fits(self, start: int, end: int) -> bool:
+        return len(self.encode(start, end)) <= self.max_tokens
+
+    def current_tokens(self) -> int:
+        return len(self._current.token_ids) if self._current else 0
+
+    def add(self, start: int, end: int) -> None:
+        """Append the span to the current chunk, or start a new chunk if the union is too big."""
+        if self._current is not None:
+            grown = self._make(self._current.start_char, end)
+            if grown is not None:
+                self._current = grown
+                return
+            self.close()
+        self._current = self._make(start, end)
+        if self._current is None:
+            raise ValueError(f"span {start}:{end} exceeds max_tokens; split it first")
+
+    def close(self) -> None:
+        if self._current is not None:
+            self.chunks.append(self._current)
+            self._current = None
+
+    def merge_small_tail(self, min_tokens: int) -> None:
+        if len(self.chunks) < 2 or len(self.chunks[-1].token_ids) >= min_tokens:
+            return
+        merged = self._make(self.chunks[-2].start_char, self.chunks[-1].end_char)
+        if merged is not None:
+            self.chunks[-2:] = [merged]
+
+    def _make(self, start: int, end: int) -> Chunk | None:
+        token_ids = self.encode(start, end)
+        if len(token_ids) > self.max_tokens:
+            return None
+        return Chunk(self.text[start:end], token_ids, start, end)
+
+
+def _spans(
+    text: str, separator: re.Pattern[str], start: int, end: int
+) -> Iterator[tuple[int, int]]:
+    """Non-blank pieces of `text[start:end]` between matches of `separator`, trimmed."""
+    cursor = start
+    for match in separator.finditer(text, start, end):
+        yield from _trimmed(text, cursor, match.start())
+        cursor = match.end()
+    yield from _trimmed(text, cursor, end)
+
+
+def _trimmed(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    piece = text[start:end]
+    stripped = piece.strip()
+    if stripped:
+        offset = start + len(piece) - len(piece.lstrip())
+        yield offset, offset + len(stripped)
+
+
+def _pieces(packer: _Packer, start: int, end: int, level: int) -> Iterator[tuple[int, int]]:
+    """Spans covering `text[start:end]` that each fit, split at the coarsest boundary possible."""
+    if level == len(_SPLIT_LEVELS):
+        yield from _forced_pieces(packer, start, end)
+        return
+    for piece_start, piece_end in _spans(packer.text, _SPLIT_LEVELS[level], start, end):
+        if packer.fits(piece_start, piece_end):
+            yield piece_start, piece_end
+        else:
+            yield from _pieces(packer, piece_start, piece_end, level + 1)
+
+
+def _forced_pieces(packer: _Packer, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Cut a run without whitespace at the longest prefix that fits (binary search on chars)."""
+    while start < end:
+        low, high = start + 1, min(end, start + packer.max_tokens * _CHARS_PER_TOKEN_BOUND)
+        if not packer.fits(start, low):
+            raise ValueError(f"a single character at {start} exceeds max_tokens")
+        while low < high:
+            middle = (low + high + 1) // 2
+            if packer.fits(start, middle):
+                low = middle
+            else:
+                high = middle - 1
+        yield start, low
+        start = low

@@ -1,0 +1,100 @@
+"""What callers hand the library and get back, and the checks a batch of new documents must pass."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from retriever.chunking import normalize_text
+from retriever.records import DocumentStatus
+
+_DOCUMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,255}")
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    """A document to ingest; `id=None` lets the library name it."""
+
+    id: str | None
+    text: str
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """`created` is False when the content was already stored; `id` is then the stored document."""
+
+    id: str
+    created: bool
+    num_chunks: int
+    status: DocumentStatus
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk; `score` is the cosine similarity to the query."""
+
+    document_id: str
+    chunk_index: int
+    chunk_id: int
+    score: float
+    text: str
+    token_ids: list[int]
+
+
+class InvalidIngest(ValueError):
+    """A batch of documents was rejected as a whole; the message names the offending item."""
+
+
+class EmptyDocument(InvalidIngest):
+    pass
+
+
+class DuplicateDocumentId(InvalidIngest):
+    pass
+
+
+class InvalidDocumentId(InvalidIngest):
+    pass
+
+
+class InvalidMetadata(InvalidIngest):
+    pass
+
+
+def validated_texts(documents: Sequence[NewDocument]) -> list[str]:
+    """Normalized text of every document, or an `InvalidIngest` for the first bad one."""
+    texts: list[str] = []
+    seen_ids: set[str] = set()
+    for position, document in enumerate(documents):
+        where = f"documents[{position}]"
+        if document.id is not None:
+            if not _DOCUMENT_ID.fullmatch(document.id):
+                raise InvalidDocumentId(
+                    f"{where}: id {document.id!r} must be 1-256 letters, digits or ._:@+- "
+                    "and start with a letter or digit"
+                )
+            if document.id in seen_ids:
+                raise DuplicateDocumentId(
+                    f"{where}: id {document.id!r} appears twice in the request"
+                )
+            seen_ids.add(document.id)
+        if document.metadata is not None:
+            _check_metadata(where, document.metadata)
+        text = normalize_text(document.text)
+        if not text.strip():
+            raise EmptyDocument(f"{where}: text is empty")
+        texts.append(text)
+    return texts
+
+
+def _check_metadata(where: str, metadata: dict[str, Any]) -> None:
+    if not isinstance(metadata, dict):
+        raise InvalidMetadata(f"{where}: metadata must be an object")
+    try:
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise InvalidMetadata(f"{where}: metadata is not plain JSON ({error})") from error

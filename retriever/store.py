@@ -1,0 +1,200 @@
+"""SQLite store of documents and their chunks (one connection shared by threads under a lock).
+
+Chunk ids are AUTOINCREMENT keys, never reused, and double as vector ids in the index.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from retriever.chunking import Chunk
+from retriever.records import (
+    CHUNK_COLUMNS,
+    DOCUMENT_COLUMNS,
+    DOCUMENT_STATUSES,
+    ChunkRow,
+    DocumentDraft,
+    DocumentRow,
+    DocumentStatus,
+    Insertion,
+    chunk_from_row,
+    document_from_row,
+    document_values,
+    encode_token_ids,
+    metadata_json,
+)
+from retriever.store_schema import open_database
+
+
+class DocumentConflict(Exception):
+    """A document id is already taken by a document with different content."""
+
+
+class DocumentStore:
+    """Documents and chunks; every multi-row change is one all-or-nothing transaction."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._connection = open_database(self.path)
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def add_document(
+        self,
+        doc_id: str | None,
+        content_hash: str,
+        metadata: dict[str, Any],
+        chunks: list[Chunk],
+        num_chars: int,
+    ) -> Insertion:
+        """Store one document (see `add_documents`)."""
+        draft = DocumentDraft(doc_id, content_hash, metadata, num_chars, chunks)
+        return self.add_documents([draft])[0]
+
+    def add_documents(self, drafts: Sequence[DocumentDraft]) -> list[Insertion]:
+        """Store documents with status 'pending', all in one transaction.
+
+        A draft whose content hash is already stored (or earlier in `drafts`) yields the existing
+        document with `created=False`. An explicit id taken by other content raises
+        `DocumentConflict` and nothing is stored.
+        """
+        with self._transaction() as connection:
+            return [self._insert(connection, draft) for draft in drafts]
+
+    def find_by_hash(self, content_hash: str) -> DocumentRow | None:
+        return next(iter(self._select_documents("WHERE content_hash = ?", (content_hash,))), None)
+
+    def get_document(self, doc_id: str) -> DocumentRow | None:
+        return next(iter(self._select_documents("WHERE id = ?", (doc_id,))), None)
+
+    def list_documents(self, offset: int = 0, limit: int = 100) -> tuple[list[DocumentRow], int]:
+        """A page of documents, oldest first, and the total number of documents."""
+        with self._lock:
+            total = self._connection.execute("SELECT count(*) FROM documents").fetchone()[0]
+            page = self._select_documents("ORDER BY rowid LIMIT ? OFFSET ?", (limit, offset))
+        return page, total
+
+    def documents_with_status(self, status: DocumentStatus) -> list[DocumentRow]:
+        """Documents with `status`, oldest first."""
+        return self._select_documents("WHERE status = ? ORDER BY rowid", (status,))
+
+    def delete_document(self, doc_id: str) -> list[ChunkRow] | None:
+        """Delete a document and its chunks; returns the removed chunks, or None if unknown."""
+        with self._transaction() as connection:
+            if self.get_document(doc_id) is None:
+                return None
+            removed = self._select_chunks("document_id = ? ORDER BY chunk_index", (doc_id,))
+            connection.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
+            connection.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+        return removed
+
+    def chunks_for(self, chunk_ids: Sequence[int]) -> list[ChunkRow]:
+        """Chunks by id in the order asked; ids that do not exist are skipped."""
+        rows = self._select_chunks(
+            "id IN (SELECT value FROM json_each(?))", (json.dumps(list(chunk_ids)),)
+        )
+        by_id = {row.id: row for row in rows}
+        return [by_id[chunk_id] for chunk_id in chunk_ids if chunk_id in by_id]
+
+    def chunk_ids(self, document_ids: Sequence[str] | None = None) -> set[int]:
+        """Ids of all chunks, or of the chunks of the given documents."""
+        with self._lock:
+            if document_ids is None:
+                rows = self._connection.execute("SELECT id FROM chunks").fetchall()
+            else:
+                rows = self._connection.execute(
+                    "SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(document_ids)),),
+                ).fetchall()
+        return {row[0] for row in rows}
+
+    def set_status(self, doc_id: str, status: DocumentStatus) -> bool:
+        """Set a document's status; False if the document does not exist."""
+        if status not in DOCUMENT_STATUSES:
+            raise ValueError(f"status must be one of {DOCUMENT_STATUSES}, got {status!r}")
+        with self._transaction() as connection:
+            cursor = connection.execute(
+                "UPDATE documents SET status = ? WHERE id = ?", (status, doc_id)
+            )
+        return cursor.rowcount == 1
+
+    def mark_chunk_cached(self, chunk_id: int) -> bool:
+        """Record that a chunk's KV cache is stored; False if the chunk does not exist."""
+        with self._transaction() as connection:
+            cursor = connection.execute("UPDATE chunks SET kv_cached = 1 WHERE id = ?", (chunk_id,))
+        return cursor.rowcount == 1
+
+    def pending_chunks(self, limit: int) -> list[ChunkRow]:
+        """Up to `limit` chunks whose KV cache is not stored yet, oldest first."""
+        return self._select_chunks("kv_cached = 0 ORDER BY id LIMIT ?", (limit,))
+
+    def pending_chunks_of(self, document_id: str) -> list[ChunkRow]:
+        """The chunks of one document whose KV cache is not stored yet, in chunk order."""
+        return self._select_chunks(
+            "kv_cached = 0 AND document_id = ? ORDER BY chunk_index", (document_id,)
+        )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._connection
+            except BaseException:
+                self._connection.execute("ROLLBACK")
+                raise
+            self._connection.execute("COMMIT")
+
+    def _select_chunks(self, condition: str, parameters: tuple[Any, ...]) -> list[ChunkRow]:
+        with self._lock:
+            rows = self._connection.execute(
+                f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE {condition}", parameters
+            ).fetchall()
+        return [chunk_from_row(row) for row in rows]
+
+    def _select_documents(self, clause: str, parameters: tuple[Any, ...]) -> list[DocumentRow]:
+        with self._lock:
+            rows = self._connection.execute(
+                f"SELECT {DOCUMENT_COLUMNS} FROM documents {clause}", parameters
+            ).fetchall()
+        return [document_from_row(row) for row in rows]
+
+    def _insert(self, connection: sqlite3.Connection, draft: DocumentDraft) -> Insertion:
+        existing = self.find_by_hash(draft.content_hash)
+        if existing is not None:
+            return Insertion(existing, created=False)
+        if draft.id is not None and self.get_document(draft.id) is not None:
+            raise DocumentConflict(f"document {draft.id!r} already exists with different content")
+        document = DocumentRow(
+            id=draft.id or f"doc-{uuid.uuid4().hex}",
+            content_hash=draft.content_hash,
+            metadata=json.loads(metadata_json(draft.metadata)),
+            status="pending",
+            created_at=time.time(),
+            num_chunks=len(draft.chunks),
+            num_chars=draft.num_chars,
+        )
+        connection.execute(
+            f"INSERT INTO documents ({DOCUMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            document_values(document),
+        )
+        chunk_ids = [
+            connection.execute(
+                "INSERT INTO chunks (document_id, chunk_index, text, token_ids) "
+                "VALUES (?, ?, ?, ?) RETURNING id",
+                (document.id, index, chunk.text, encode_token_ids(chunk.token_ids)),
+            ).fetchone()[0]
+            for index, chunk in enumerate(draft.chunks)
+        ]
+        return Insertion(document, created=True, chunk_ids=chunk_ids)

@@ -1,0 +1,69 @@
+"""Opening the document database: connection settings and the versioned schema."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+_SCHEMA = (
+    """
+    CREATE TABLE documents (
+        id TEXT PRIMARY KEY,
+        content_hash TEXT NOT NULL UNIQUE,
+        metadata TEXT NOT NULL CHECK (json_valid(metadata)),
+        status TEXT NOT NULL CHECK (status IN ('pending', 'indexed', 'cached', 'failed')),
+        created_at REAL NOT NULL,
+        num_chunks INTEGER NOT NULL,
+        num_chars INTEGER NOT NULL
+    )
+    """,
+    "CREATE INDEX documents_by_status ON documents (status)",
+    """
+    CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        document_id TEXT NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+        chunk_index INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        token_ids BLOB NOT NULL,
+        kv_cached INTEGER NOT NULL DEFAULT 0 CHECK (kv_cached IN (0, 1)),
+        UNIQUE (document_id, chunk_index)
+    )
+    """,
+    "CREATE INDEX chunks_awaiting_kv ON chunks (id) WHERE kv_cached = 0",
+)
+
+
+def open_database(path: Path) -> sqlite3.Connection:
+    """Connect (autocommit; callers run explicit transactions), in WAL mode, schema ensured."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = FULL")
+        connection.execute("PRAGMA foreign_keys = ON")
+        connection.execute("PRAGMA busy_timeout = 5000")
+        _ensure_schema(connection, path)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _ensure_schema(connection: sqlite3.Connection, path: Path) -> None:
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"{path} has schema version {version}; this build understands up to "
+                f"{SCHEMA_VERSION}"
+            )
+        if version == 0:
+            for statement in _SCHEMA:
+                connection.execute(statement)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")

@@ -1,0 +1,181 @@
+"""Ingest, retrieval, precompute, delete, restart and bad input against the real server."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.conftest import MAX_DOCUMENT_BYTES, Server, running_server
+
+pytestmark = pytest.mark.integration
+
+FILLER = "Its people farm the valleys, trade by river and hold a market every spring. "
+
+
+def _fact(place: str, city: str) -> str:
+    return f"The capital of {place} is {city}.\n\n" + FILLER * 6
+
+
+def _ingest(client: httpx.Client, *documents: dict[str, Any]) -> list[dict[str, Any]]:
+    reply = client.post("/v1/documents", json={"documents": list(documents)})
+    assert reply.status_code == 200, reply.text
+    return reply.json()["data"]
+
+
+def _total(client: httpx.Client) -> int:
+    return client.get("/v1/documents").json()["total"]
+
+
+def _wait_for_status(client: httpx.Client, document_id: str, status: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        document = client.get(f"/v1/documents/{document_id}").json()
+        if document["status"] == status:
+            return document
+        time.sleep(0.2)
+    raise AssertionError(f"{document_id} never became {status}: {document}")
+
+
+def _ask(client: httpx.Client, server: Server, question: str, **retrieval: Any) -> dict[str, Any]:
+    body = {
+        "model": server.model,
+        "messages": [{"role": "user", "content": question}],
+        "retrieval": {"top_k": 2, **retrieval},
+        "max_tokens": 16,
+        "temperature": 0,
+    }
+    reply = client.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def _precomputed(server: Server, result: str) -> float:
+    text = httpx.get(f"{server.url}/metrics").text
+    match = re.search(
+        rf'^ragblend_precomputed_chunks_total{{result="{result}"}} (\S+)$', text, re.M
+    )
+    return float(match.group(1)) if match else 0.0
+
+
+def test_ingest_then_ask_retrieves_the_chunk_and_answers_from_it(server: Server) -> None:
+    with server.client() as client:
+        ingested = _ingest(
+            client,
+            {"id": "freedonia", "text": _fact("Freedonia", "Fredville")},
+            {"id": "sylvania", "text": _fact("Sylvania", "Sylvaport")},
+        )
+        assert [doc["status"] for doc in ingested] == ["indexed", "indexed"]
+        cached = _wait_for_status(client, "freedonia", "cached")
+        assert cached["num_chunks"] >= 1
+        reply = _ask(client, server, "What is the capital of Freedonia?")
+    sources = reply["retrieval"]
+    assert sources[0]["document_id"] == "freedonia"
+    assert sources[0]["chunk_index"] == 0
+    assert "Fredville" in reply["choices"][0]["message"]["content"]
+    assert reply["blend"]["chunks_hit"] == len(sources)
+    assert reply["blend"]["chunks_missed"] == 0
+
+
+def test_same_content_is_not_stored_twice(server: Server) -> None:
+    text = _fact("Gondor", "Minas Tirith")
+    with server.client() as client:
+        first = _ingest(client, {"text": text})[0]
+        total = _total(client)
+        again = _ingest(client, {"text": text})[0]
+        assert again["id"] == first["id"]
+        assert again["created"] is False
+        assert _total(client) == total
+
+
+def test_delete_removes_the_document_from_retrieval_and_its_chunk_kv(server: Server) -> None:
+    text = _fact("Atlantis", "Poseidonia")
+    with server.client() as client:
+        document_id = _ingest(client, {"id": "atlantis", "text": text})[0]["id"]
+        _wait_for_status(client, document_id, "cached")
+        assert client.delete(f"/v1/documents/{document_id}").status_code == 200
+        assert client.get(f"/v1/documents/{document_id}").status_code == 404
+        assert client.delete(f"/v1/documents/{document_id}").status_code == 404
+        reply = _ask(client, server, "What is the capital of Atlantis?")
+        assert all(source["document_id"] != document_id for source in reply["retrieval"])
+        # Re-ingested, the chunk must be computed again: its stored KV went with the document.
+        misses = _precomputed(server, "miss")
+        _ingest(client, {"id": "atlantis", "text": text})
+        _wait_for_status(client, "atlantis", "cached")
+        assert _precomputed(server, "miss") > misses
+
+
+def test_ingest_and_questions_run_concurrently(server: Server) -> None:
+    def ingest(index: int) -> list[dict[str, Any]]:
+        with server.client() as client:
+            return _ingest(client, {"text": _fact(f"Province {index}", f"Town {index}")})
+
+    def ask(_: int) -> dict[str, Any]:
+        with server.client() as client:
+            return _ask(client, server, "What is the capital of Sylvania?")
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        ingests = [pool.submit(ingest, index) for index in range(4)]
+        answers = [pool.submit(ask, index) for index in range(4)]
+        assert all(future.result()[0]["created"] for future in ingests)
+        assert all(future.result()["retrieval"] for future in answers)
+
+
+def test_upload_files_as_multipart(server: Server) -> None:
+    page = b"<html><body><script>x()</script><p>The capital of Narnia is Cair Paravel.</p></body>"
+    with server.client() as client:
+        reply = client.post("/v1/documents", files={"file": ("narnia.html", page, "text/html")})
+        assert reply.status_code == 200, reply.text
+        document = client.get(f"/v1/documents/{reply.json()['data'][0]['id']}").json()
+    assert document["metadata"] == {"filename": "narnia.html"}
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"documents": [{"text": "   "}]}, 400),
+        ({"documents": [{"id": "twin", "text": "one"}, {"id": "twin", "text": "two"}]}, 400),
+        ({"documents": [{"text": "x" * (MAX_DOCUMENT_BYTES + 1)}]}, 413),
+        ({"documents": []}, 400),
+    ],
+)
+def test_bad_json_batches_are_refused_and_store_nothing(
+    server: Server, body: dict[str, Any], status: int
+) -> None:
+    valid = {"text": f"A valid document {uuid.uuid4()} that must not be stored alone."}
+    body = {"documents": [valid, *body["documents"]]} if body["documents"] else body
+    with server.client() as client:
+        before = _total(client)
+        reply = client.post("/v1/documents", json=body)
+        assert reply.status_code == status, reply.text
+        assert reply.json()["error"]["message"]
+        assert _total(client) == before
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "status"),
+    [("tool.exe", b"MZ\x90\x00", 415), ("notes.txt", b"caf\xe9 \xff\xfe", 400)],
+)
+def test_bad_uploads_are_refused(server: Server, name: str, data: bytes, status: int) -> None:
+    with server.client() as client:
+        before = _total(client)
+        reply = client.post("/v1/documents", files={"file": (name, data, None)})
+        assert reply.status_code == status, reply.text
+        assert _total(client) == before
+
+
+def test_everything_survives_a_restart(tmp_path: Path) -> None:
+    with running_server(tmp_path) as first, first.client() as client:
+        _ingest(client, {"id": "lilliput", "text": _fact("Lilliput", "Mildendo")})
+        _wait_for_status(client, "lilliput", "cached")
+    with running_server(tmp_path) as second, second.client() as client:
+        assert client.get("/v1/documents/lilliput").json()["status"] == "cached"
+        reply = _ask(client, second, "What is the capital of Lilliput?")
+        assert reply["retrieval"][0]["document_id"] == "lilliput"
+        assert reply["blend"]["chunks_hit"] == len(reply["retrieval"])
