@@ -57,6 +57,7 @@ def query(url: str, api_key: str | None, question: str, top_k: int) -> int:
             "model": model,
             "messages": [{"role": "user", "content": question}],
             "retrieval": {"top_k": top_k},
+            "temperature": 0,
             "stream": True,
             "stream_options": {"include_usage": True},
         }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 from pathlib import PurePosixPath
 
@@ -76,10 +75,6 @@ def _decode_utf8(filename: str, data: bytes) -> str:
 
 
 def _pdf_text(filename: str, data: bytes) -> str:
-    if importlib.util.find_spec("pypdf") is None:
-        raise UnsupportedMediaType(
-            "PDF documents need the `pypdf` package, which is not installed on this server"
-        )
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -179,3 +181,25 @@ def test_everything_survives_a_restart(tmp_path: Path) -> None:
         reply = _ask(client, second, "What is the capital of Lilliput?")
         assert reply["retrieval"][0]["document_id"] == "lilliput"
         assert reply["blend"]["chunks_hit"] == len(reply["retrieval"])
+
+
+def test_cli_ingests_a_folder_and_answers_with_sources(server: Server, tmp_path: Path) -> None:
+    (tmp_path / "quxland.md").write_text(_fact("Quxland", "Borvik"))
+    (tmp_path / "broken.bin").write_bytes(b"\x00\x01")
+    base = [sys.executable, "-m", "gateway.cli"]
+    auth = ["--url", server.url, "--api-key", server.api_key]
+    ingest = subprocess.run(
+        [*base, "ingest", str(tmp_path), *auth], capture_output=True, text=True, timeout=300
+    )
+    assert ingest.returncode == 1  # the unsupported file is reported, the other one goes in
+    report = ingest.stdout + ingest.stderr
+    assert "quxland.md" in report and "broken.bin: 415" in report and "1 of 2 files" in report
+    query = subprocess.run(
+        [*base, "query", "What is the capital of Quxland?", "--top-k", "1", *auth],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert query.returncode == 0, query.stderr
+    assert "Borvik" in query.stdout
+    assert "chunk 0" in query.stderr

@@ -1,7 +1,5 @@
 """Uploads become text: UTF-8 text and Markdown, HTML without markup, PDF only with pypdf."""
 
-import importlib.util
-
 import pytest
 
 from retriever.extract import InvalidDocument, UnsupportedMediaType, extract_text
@@ -59,12 +57,6 @@ def test_unknown_types_are_unsupported():
         extract_text("report.docx", "application/octet-stream", b"PK\x03\x04")
     with pytest.raises(UnsupportedMediaType, match="no content type"):
         extract_text("blob", None, b"data")
-
-
-@pytest.mark.skipif(importlib.util.find_spec("pypdf") is not None, reason="pypdf is installed")
-def test_pdf_without_pypdf_says_what_to_install():
-    with pytest.raises(UnsupportedMediaType, match="pypdf"):
-        extract_text("paper.pdf", "application/pdf", b"%PDF-1.7\n")
 
 
 def test_files_without_text_are_invalid():
