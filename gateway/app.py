@@ -25,6 +25,7 @@ from gateway.rag_prompt import chunk_prefix
 from gateway.routes import chat, completions, documents, health, models
 from gateway.settings import Settings
 from gateway.state import AppState
+from retriever.library import Library
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +91,9 @@ def engine_options(settings: Settings, model_dir: Path, tokenizer: Any) -> Engin
     )
 
 
-async def _open_library(settings: Settings, tokenizer: Any) -> Any:
+async def _open_library(settings: Settings, tokenizer: Any) -> Library | None:
     """The document library, or None (retrieval off, serving on) if it cannot be opened."""
     from retriever.embed import Embedder
-    from retriever.library import Library
 
     def open_library() -> Library:
         embedder = Embedder(settings.embedding_model)

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from engine.chunk_cache import ChunkCache
 from gateway.metrics import PRECOMPUTED_CHUNKS
+from retriever.library import Library
+from retriever.records import ChunkRow
+from retriever.store import DocumentStore
 
 log = logging.getLogger(__name__)
 BATCH = 16
 
 
 class Precomputer:
-    def __init__(self, library: Any, chunk_cache: ChunkCache) -> None:
+    def __init__(self, library: Library, chunk_cache: ChunkCache) -> None:
         self.library = library
         self.chunk_cache = chunk_cache
         self._wake = asyncio.Event()
@@ -45,7 +47,7 @@ class Precomputer:
                 for row in rows:
                     await self._precompute(store, row)
 
-    async def _precompute(self, store: Any, row: Any) -> None:
+    async def _precompute(self, store: DocumentStore, row: ChunkRow) -> None:
         try:
             stats = await self.chunk_cache.precompute(row.token_ids)
         except Exception:

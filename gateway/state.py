@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 
@@ -15,6 +15,10 @@ from gateway.admission import AdmissionGate
 from gateway.errors import APIError
 from gateway.settings import Settings
 
+if TYPE_CHECKING:
+    from gateway.precompute import Precomputer
+    from retriever.library import Library
+
 
 @dataclass
 class AppState:
@@ -22,11 +26,10 @@ class AppState:
     gate: AdmissionGate = field(init=False)
     engine: Engine | None = None
     tokenizer: Any = None
-    library: Any = None
-    """The document library (retriever.library.Library) once loaded."""
+    library: Library | None = None
     chunk_cache: ChunkCache | None = None
-    precomputer: Any = None
-    """Background chunk-KV precompute (gateway.precompute.Precomputer); None without blending."""
+    precomputer: Precomputer | None = None
+    """Background chunk-KV precompute; None when blending is off."""
     load_error: str | None = None
     created: int = field(default_factory=lambda: int(time.time()))
 
