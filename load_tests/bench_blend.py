@@ -53,39 +53,17 @@ async def _time_to_first_token(engine: Any, prompt: Any, mode: str, salt: str | 
 
 
 async def _phase(args: argparse.Namespace, phase: str, workdir: Path) -> dict[str, list[float]]:
-    from transformers import AutoTokenizer
-
-    from engine.connector.settings import BlendSettings
-    from engine.models.provision import resolve_model
-    from engine.platform import resolve_device
-    from engine.runtime import Engine, EngineOptions
-    from gateway.rag_prompt import chunk_prefix
     from load_tests.bench_prompts import chunk_token_ids, shuffled_prompts
+    from load_tests.engine_setup import start_engine
 
-    model_dir = resolve_model(args.model, Path(args.models_dir))
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    prefix = chunk_prefix(tokenizer)
-    blend = BlendSettings(
-        model_name=args.model,
-        store_dir=str(workdir / "store"),
-        stats_dir=str(workdir / "stats"),
-        memory_bytes=MEMORY_TIER_BYTES[phase],
-        disk_bytes=None,
-        chunk_prefix=tuple(prefix),
-    )
-    options = EngineOptions(
-        model_dir=model_dir,
-        device=resolve_device("auto"),
-        cache_dir=workdir / "vllm",
+    started = start_engine(
+        args.model,
+        Path(args.models_dir),
+        workdir,
         max_model_len=args.chunks * args.chunk_tokens + 512,
-        dtype="bfloat16",
-        kv_cache_gib=4,
-        gpu_memory_utilization=0.85,
-        enable_prefix_caching=True,
-        max_num_seqs=4,
-        blend=blend,
+        memory_bytes=MEMORY_TIER_BYTES[phase],
     )
-    engine = Engine(options)
+    engine, tokenizer, prefix = started.engine, started.tokenizer, started.prefix
     chunks = chunk_token_ids(tokenizer, args.chunks, args.chunk_tokens)
     question = tokenizer.encode(
         "\nQuestion: which projects did the council approve, and why?\nAnswer:",

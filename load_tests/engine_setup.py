@@ -1,0 +1,57 @@
+"""An in-process engine with blending, for benchmarks and evaluations (no HTTP in between)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class BenchEngine:
+    engine: Any
+    tokenizer: Any
+    prefix: list[int]
+
+
+def start_engine(
+    model: str,
+    models_dir: Path,
+    workdir: Path,
+    max_model_len: int,
+    memory_bytes: int = 4 << 30,
+    **blend_overrides: Any,
+) -> BenchEngine:
+    """Provision ``model`` if needed and start it with a chunk store under ``workdir``."""
+    from transformers import AutoTokenizer
+
+    from engine.connector.settings import BlendSettings
+    from engine.models.provision import resolve_model
+    from engine.platform import resolve_device
+    from engine.runtime import Engine, EngineOptions
+    from gateway.rag_prompt import chunk_prefix
+
+    model_dir = resolve_model(model, models_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prefix = chunk_prefix(tokenizer)
+    blend = BlendSettings(
+        model_name=model,
+        store_dir=str(workdir / "store"),
+        stats_dir=str(workdir / "stats"),
+        memory_bytes=memory_bytes,
+        disk_bytes=None,
+        chunk_prefix=tuple(prefix),
+    )
+    options = EngineOptions(
+        model_dir=model_dir,
+        device=resolve_device("auto"),
+        cache_dir=workdir / "vllm",
+        max_model_len=max_model_len,
+        dtype="bfloat16",
+        kv_cache_gib=4,
+        gpu_memory_utilization=0.85,
+        enable_prefix_caching=True,
+        max_num_seqs=4,
+        blend=replace(blend, **blend_overrides),
+    )
+    return BenchEngine(Engine(options), tokenizer, prefix)
