@@ -119,7 +119,7 @@ def extract_tasks(archive: Path, cache: Path, tasks: tuple[str, ...] = TASKS) ->
 
 
 def is_fetched(cache: Path, tasks: tuple[str, ...] = TASKS) -> bool:
-    """True when the marker lists every wanted task and its files exist."""
+    """True when a fetch covered every wanted task (found or not) and its files still exist."""
     marker = cache / MARKER
     if not marker.is_file():
         return False
@@ -128,7 +128,9 @@ def is_fetched(cache: Path, tasks: tuple[str, ...] = TASKS) -> bool:
     except ValueError:
         return False
     files = info.get("files", {})
-    return set(tasks) <= set(info.get("tasks", [])) and all((cache / f).is_file() for f in files)
+    return set(tasks) <= set(info.get("requested", [])) and all(
+        (cache / f).is_file() for f in files
+    )
 
 
 def fetch_bigbench(
@@ -138,7 +140,7 @@ def fetch_bigbench(
     if not force and is_fetched(cache):
         print(f"[fetch] already present in {cache} (marker {MARKER}); nothing to do", flush=True)
         return cache
-    cache.mkdir(parents=True, exist_ok=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bigbench-dl-", dir=cache.parent) as tmp:
         archive = download_archive(Path(tmp), pip)
         print(f"[fetch] archive {archive.name}: {archive.stat().st_size / 1e6:.0f} MB", flush=True)
@@ -149,7 +151,7 @@ def fetch_bigbench(
         print(f"[fetch] warning: task {task} not in the archive", flush=True)
     if not found:
         raise FetchError(f"no wanted task folder under {TASKS_ROOT}/ in the {PACKAGE} archive")
-    info = {"package": PACKAGE, "tasks": found, "files": files}
+    info = {"package": PACKAGE, "requested": list(TASKS), "tasks": found, "files": files}
     (cache / MARKER).write_text(json.dumps(info, indent=2) + "\n")
     print(f"[fetch] done: {len(files)} files for {len(found)} tasks in {cache}", flush=True)
     return cache

@@ -1,0 +1,199 @@
+"""Answer quality and TTFT of full / reuse / blend on multi-chunk QA, in one in-process engine.
+
+    python -m load_tests.eval.quality --model qwen2.5-coder-0.5b-instruct --items 40
+
+Each item is a gold passage plus distractor passages from other items, shuffled; every passage
+is one chunk, stored before timing. Prompts are plain text (prefix, passages, "Question: ...
+Answer:"), decoded greedily up to a newline. Reports mean F1 with a 95% interval, exact match,
+agreement with full prefill's answer and median TTFT per mode, as a table and as JSON.
+Blend settings fixed at engine start (deviation metric, check layers, chunk head tokens) are
+flags, so a sweep runs this once per setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODES = "full,reuse,blend@0.05,blend@0.1,blend@0.15,blend@0.3"
+
+
+def _mode(name: str) -> tuple[str, float]:
+    if name.startswith("blend@"):
+        return "blend", float(name.split("@")[1])
+    return name, 1.0 if name == "full" else 0.0
+
+
+async def _answer(
+    setup: Any, ids: list[int], spans: Any, mode: str, salt: str
+) -> tuple[str, float]:
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    from engine.connector.plan import BlendPlan
+
+    blend_mode, ratio = _mode(mode)
+    extra = None
+    if blend_mode != "full":
+        extra = {"kv_transfer_params": BlendPlan(blend_mode, ratio, spans).to_params()}
+    params = SamplingParams(
+        max_tokens=24,
+        temperature=0,
+        stop=["\n"],
+        extra_args=extra,
+        output_kind=RequestOutputKind.CUMULATIVE,
+    )
+    started, first, text = time.perf_counter(), None, ""
+    async for output in setup.engine.generate(salt, ids, params, salt):
+        first = first or time.perf_counter()
+        text = output.outputs[0].text
+    return text.strip(), (first or time.perf_counter()) - started
+
+
+def _prompt(setup: Any, documents: list[str], question: str) -> tuple[list[int], Any]:
+    from gateway.rag_prompt import completion_with_chunks, document_chunks
+
+    chunks = document_chunks(documents, setup.tokenizer)
+    prompt = completion_with_chunks(f"Question: {question}\nAnswer:", chunks, setup.tokenizer)
+    return prompt.token_ids, prompt.spans
+
+
+async def evaluate(setup: Any, items: list[Any], modes: list[str]) -> dict[str, list[dict]]:
+    from engine.chunk_cache import ChunkCache
+    from gateway.rag_prompt import document_chunks
+    from load_tests.eval.metrics import exact_match, f1
+
+    cache = ChunkCache(setup.engine, setup.prefix)
+    for item in items:
+        for chunk in document_chunks(item.documents, setup.tokenizer).token_ids:
+            await cache.precompute(chunk)
+    records: dict[str, list[dict]] = {mode: [] for mode in modes}
+    for index, item in enumerate(items):
+        ids, spans = _prompt(setup, item.documents, item.question)
+        answers = {}
+        for mode in modes:
+            text, ttft = await _answer(setup, ids, spans, mode, f"{mode}-{index}")
+            answers[mode] = text
+            records[mode].append(
+                {
+                    "id": item.id,
+                    "answer": text,
+                    "f1": f1(text, item.answers),
+                    "em": exact_match(text, item.answers),
+                    "ttft_s": ttft,
+                    "prompt_tokens": len(ids),
+                }
+            )
+        print(
+            f"  item {index + 1}/{len(items)}: "
+            + ", ".join(f"{mode}={records[mode][-1]['f1']:.2f}" for mode in modes),
+            file=sys.stderr,
+        )
+    return records
+
+
+def summarize(records: dict[str, list[dict]]) -> list[dict[str, Any]]:
+    from load_tests.eval.metrics import agreement, mean_ci95
+
+    full = records.get("full")
+    full_ttft = statistics.median(r["ttft_s"] for r in full) if full else None
+    rows = []
+    for mode, results in records.items():
+        mean, low, high = mean_ci95([r["f1"] for r in results])
+        ttft = statistics.median(r["ttft_s"] for r in results)
+        row = {
+            "mode": mode,
+            "f1": round(mean, 4),
+            "f1_ci95": [round(low, 4), round(high, 4)],
+            "em": round(statistics.mean(r["em"] for r in results), 4),
+            "median_ttft_s": round(ttft, 4),
+        }
+        if full:
+            row["agree_with_full"] = round(
+                agreement([r["answer"] for r in results], [r["answer"] for r in full]), 4
+            )
+            row["f1_gap_to_full"] = round(mean - statistics.mean(r["f1"] for r in full), 4)
+            row["speedup_vs_full"] = round(full_ttft / ttft, 2)
+        rows.append(row)
+    return rows
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    header = f"{'mode':12} {'F1':>6} {'95% CI':>15} {'EM':>6} {'agree':>6} {'TTFT':>8} {'speed':>6}"
+    print(header)
+    for row in rows:
+        low, high = row["f1_ci95"]
+        print(
+            f"{row['mode']:12} {row['f1']:>6.3f} {f'[{low:.3f}, {high:.3f}]':>15} "
+            f"{row['em']:>6.3f} {row.get('agree_with_full', 1.0):>6.2f} "
+            f"{row['median_ttft_s']:>7.3f}s {row.get('speedup_vs_full', 1.0):>5.2f}x"
+        )
+
+
+def load_items(args: argparse.Namespace) -> list[Any]:
+    from load_tests.eval.datasets import QA_LOADERS
+    from load_tests.eval.prompts import build_multichunk_items, split, subsample
+
+    questions = QA_LOADERS[args.dataset](Path(args.data))
+    built = build_multichunk_items(
+        questions, args.distractors, args.seed, max_passage_tokens=args.max_passage_words
+    )
+    tune, held_out = split(built, 0.5, args.seed)
+    return subsample(tune if args.split == "tune" else held_out, args.items, args.seed)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    parser.add_argument("--models-dir", default="data/models")
+    parser.add_argument("--data", default="data/eval/bigbench")
+    parser.add_argument("--dataset", default="knowledge_conflicts")
+    parser.add_argument("--split", choices=["tune", "held_out"], default="held_out")
+    parser.add_argument("--items", type=int, default=40)
+    parser.add_argument("--distractors", type=int, default=5)
+    parser.add_argument("--max-passage-words", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--modes", default=DEFAULT_MODES)
+    parser.add_argument("--metric", choices=["k", "v", "kv"], default="v")
+    parser.add_argument("--check-layers", default="1:2,2:1.5,3:1")
+    parser.add_argument("--head-tokens", type=int, default=8)
+    parser.add_argument("--out", default="docs/bench/quality")
+    args = parser.parse_args()
+
+    from gateway.settings import parse_check_layers
+    from load_tests.engine_setup import start_engine
+    from load_tests.eval.fetch import fetch_bigbench
+
+    fetch_bigbench(Path(args.data))
+    items = load_items(args)
+    modes = args.modes.split(",")
+    with tempfile.TemporaryDirectory(prefix="quality-") as workdir:
+        setup = start_engine(
+            args.model,
+            Path(args.models_dir),
+            Path(workdir),
+            max_model_len=8192,
+            metric=args.metric,
+            check_layers=parse_check_layers(args.check_layers),
+            chunk_head_tokens=args.head_tokens,
+        )
+        records = asyncio.run(evaluate(setup, items, modes))
+        setup.engine.shutdown()
+    rows = summarize(records)
+    print_rows(rows)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    document = {"settings": vars(args), "rows": rows, "records": records}
+    out.with_suffix(".json").write_text(json.dumps(document, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
