@@ -136,8 +136,16 @@ class DocumentStore:
         return cursor.rowcount == 1
 
     def pending_chunks(self, limit: int) -> list[ChunkRow]:
-        """Up to `limit` chunks whose KV cache is not stored yet, oldest first."""
-        return self._select_chunks("kv_cached = 0 ORDER BY id LIMIT ?", (limit,))
+        """Up to `limit` chunks of indexed documents whose KV cache is not stored yet, oldest first.
+
+        Documents still being ingested are left out, so a document turns `cached` only after it
+        was `indexed`.
+        """
+        return self._select_chunks(
+            "kv_cached = 0 AND document_id IN (SELECT id FROM documents WHERE status = 'indexed')"
+            " ORDER BY id LIMIT ?",
+            (limit,),
+        )
 
     def pending_chunks_of(self, document_id: str) -> list[ChunkRow]:
         """The chunks of one document whose KV cache is not stored yet, in chunk order."""

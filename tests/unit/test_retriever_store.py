@@ -121,6 +121,8 @@ def test_status_and_kv_bookkeeping(store):
     assert [d.id for d in store.documents_with_status("pending")] == ["b"]
     assert store.mark_chunk_cached(ids[0])
     assert not store.mark_chunk_cached(12345)
+    assert store.pending_chunks(limit=10) == []  # neither document is indexed yet
+    assert store.set_status("a", "indexed") and store.set_status("b", "indexed")
     assert [row.text for row in store.pending_chunks(limit=10)] == ["y", "z"]
     assert [row.text for row in store.pending_chunks(limit=1)] == ["y"]
     assert [row.text for row in store.pending_chunks_of("a")] == ["y"]
