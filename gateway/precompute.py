@@ -18,6 +18,7 @@ from retriever.store import DocumentStore
 
 log = logging.getLogger(__name__)
 BATCH = 16
+RETRY_SECONDS = 5
 
 
 class Precomputer:
@@ -43,9 +44,14 @@ class Precomputer:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while rows := await asyncio.to_thread(store.pending_chunks, BATCH):
-                for row in rows:
-                    await self._precompute(store, row)
+            try:
+                while rows := await asyncio.to_thread(store.pending_chunks, BATCH):
+                    for row in rows:
+                        await self._precompute(store, row)
+            except Exception:
+                log.exception("chunk precompute stopped; retrying in %s s", RETRY_SECONDS)
+                await asyncio.sleep(RETRY_SECONDS)
+                self.notify()
 
     async def _precompute(self, store: DocumentStore, row: ChunkRow) -> None:
         try:

@@ -94,19 +94,18 @@ class BlendWorker:
         token_ids = torch.tensor(job.token_ids, device=device)
         hits, captures = [], []
         for span in job.plan.spans:
-            if span.start >= job.claim_end:
-                break
-            end = min(span.end, job.claim_end)
-            chunk_tokens = job.token_ids[span.start : end]
+            if span.end > job.claim_end:
+                break  # a chunk cut by the claim's end is computed like any uncached token
+            chunk_tokens = job.token_ids[span.start : span.end]
             key = ChunkKey.for_chunk(self.fingerprint, chunk_tokens)
             stream = None if key in unreadable else self.store.prefetch_layers(key)
             if stream is not None and decoder.rope is not None and job.plan.mode != "full":
                 prefix_len = len(self.settings.chunk_prefix)
-                hits.append(CachedChunk(span.start, end, prefix_len, _layers(stream, key)))
+                hits.append(CachedChunk(span.start, span.end, prefix_len, _layers(stream, key)))
             else:
                 if stream is not None:
                     stream.close()
-                captures.append(_Capture(key, span.start, end, chunk_tokens))
+                captures.append(_Capture(key, span.start, span.end, chunk_tokens))
         slots = self._slots(job, device)
         in_place = [c for c in captures if self._computed_alone(job, c.start)]
 
