@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.connector.plan import ChunkSpan
 
-_WORDS = [
+WORDS = [
     "the",
     "river",
     "city",
@@ -75,7 +75,7 @@ def chunk_token_ids(tokenizer: Any, count: int, tokens: int, seed: int = 0) -> l
     for _ in range(count):
         ids: list[int] = []
         while len(ids) < tokens:
-            sentence = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 16)))
+            sentence = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 16)))
             ids += tokenizer.encode(sentence.capitalize() + ". ", add_special_tokens=False)
         chunks.append(ids[:tokens])
     return chunks

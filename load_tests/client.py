@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -16,6 +16,7 @@ from load_tests.sse import (
     MalformedChunkError,
     chunk_completion_tokens,
     chunk_has_error,
+    chunk_prompt_usage,
     chunk_text,
     decode_chunk,
     parse_sse_data,
@@ -37,6 +38,8 @@ class LoadPlan:
     max_tokens: int
     prompts: Sequence[str]
     request_timeout_s: float
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    """Fields added to every request (e.g. ``retrieval`` and ``blend``)."""
 
 
 class NoServedModelError(RuntimeError):
@@ -71,7 +74,7 @@ def request_body(plan: LoadPlan, prompt: str) -> dict[str, Any]:
         body["prompt"] = prompt
     else:
         body["messages"] = [{"role": "user", "content": prompt}]
-    return body
+    return {**body, **plan.extra_body}
 
 
 async def first_served_model(client: httpx.AsyncClient) -> str:
@@ -93,6 +96,7 @@ class _StreamTally:
     ttft_s: float | None = None
     content_chunks: int = 0
     reported_tokens: int | None = None
+    prompt_usage: tuple[int, int] = (0, 0)
 
     def observe(self, chunk: dict[str, Any]) -> None:
         if chunk_text(chunk, self.endpoint):
@@ -102,12 +106,18 @@ class _StreamTally:
         usage_tokens = chunk_completion_tokens(chunk)
         if usage_tokens is not None:
             self.reported_tokens = usage_tokens
+        self.prompt_usage = chunk_prompt_usage(chunk) or self.prompt_usage
 
     def finished(self) -> RequestRecord:
         """Record of a complete stream; usage counts win over counted content chunks."""
         tokens = self.content_chunks if self.reported_tokens is None else self.reported_tokens
+        prompt_tokens, cached_tokens = self.prompt_usage
         return RequestRecord(
-            latency_s=time.perf_counter() - self.started, ttft_s=self.ttft_s, output_tokens=tokens
+            latency_s=time.perf_counter() - self.started,
+            ttft_s=self.ttft_s,
+            output_tokens=tokens,
+            prompt_tokens=prompt_tokens,
+            cached_tokens=cached_tokens,
         )
 
     def failed(self, error: str) -> RequestRecord:

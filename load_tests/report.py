@@ -30,6 +30,8 @@ def summary_rows(summary: LoadSummary) -> list[tuple[str, str]]:
         ("TTFT p99", _milliseconds(summary.ttft_p99_ms)),
         ("latency mean", _milliseconds(summary.latency_mean_ms)),
     ]
+    if summary.cached_prompt_share is not None:
+        rows.append(("prompt tokens from cache", f"{summary.cached_prompt_share:.1%}"))
     rows.extend((f"errors [{name}]", str(count)) for name, count in summary.errors.items())
     return rows
 

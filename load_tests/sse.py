@@ -60,3 +60,12 @@ def chunk_completion_tokens(chunk: dict[str, Any]) -> int | None:
 def chunk_has_error(chunk: dict[str, Any]) -> bool:
     """Whether the server reported an error inside the stream instead of a status code."""
     return chunk.get("error") is not None
+
+
+def chunk_prompt_usage(chunk: dict[str, Any]) -> tuple[int, int] | None:
+    """(prompt tokens, cached prompt tokens) from a usage chunk, or None."""
+    usage = chunk.get("usage")
+    if not isinstance(usage, dict) or "prompt_tokens" not in usage:
+        return None
+    details = usage.get("prompt_tokens_details") or {}
+    return int(usage["prompt_tokens"]), int(details.get("cached_tokens") or 0)

@@ -21,6 +21,9 @@ class RequestRecord:
     ttft_s: float | None = None
     output_tokens: int = 0
     error: str | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens the server reports as served from caches (chunk KV or prefix cache)."""
 
     @property
     def ok(self) -> bool:
@@ -43,6 +46,7 @@ class LoadSummary:
     ttft_p99_ms: float | None
     latency_mean_ms: float | None
     errors: dict[str, int] = field(default_factory=dict)
+    cached_prompt_share: float | None = None
 
 
 def percentile(values: Sequence[float], percent: float) -> float:
@@ -98,4 +102,12 @@ def summarize(records: Sequence[RequestRecord], elapsed_s: float) -> LoadSummary
         ttft_p99_ms=_milliseconds_percentile(ttfts, 99),
         latency_mean_ms=mean(latencies) * 1000.0 if latencies else None,
         errors=count_errors(records),
+        cached_prompt_share=_share(
+            sum(record.cached_tokens for record in successful),
+            sum(record.prompt_tokens for record in successful),
+        ),
     )
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None

@@ -73,8 +73,23 @@ class Selection:
 
 @dataclass(frozen=True)
 class BlendResult:
-    reused_tokens: int
-    recomputed_tokens: int
+    num_tokens: int
+    recomputed_positions: Tensor
+    """Positions computed fresh through the last layer (the rest kept their cached KV)."""
+
+    def recomputed_from(self, start: int = 0) -> int:
+        return int((self.recomputed_positions >= start).sum())
+
+    def reused_from(self, start: int = 0) -> int:
+        return self.num_tokens - start - self.recomputed_from(start)
+
+    @property
+    def recomputed_tokens(self) -> int:
+        return self.recomputed_from()
+
+    @property
+    def reused_tokens(self) -> int:
+        return self.reused_from()
 
 
 LayerSink = Callable[[int, Tensor, Tensor], None]
@@ -132,8 +147,7 @@ def blend_prefill(
             attention = attend(layer, q, k_fused, v_fused, active)
         hidden, residual = model.finish(layer, attention.flatten(1), residual)
 
-    recomputed = int(active.numel())
-    return BlendResult(reused_tokens=num_tokens - recomputed, recomputed_tokens=recomputed)
+    return BlendResult(num_tokens, active)
 
 
 def _cached_layer(

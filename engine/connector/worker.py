@@ -131,10 +131,11 @@ class BlendWorker:
             if capture not in in_place:
                 self._compute_alone(capture, device)
             self.store.put(capture.key, capture.entry())
+        # Positions before num_local_cached came from vLLM's prefix cache, not from this blend.
         return {
             "mode": job.plan.mode,
-            "reused_tokens": result.reused_tokens,
-            "recomputed_tokens": result.recomputed_tokens,
+            "reused_tokens": result.reused_from(job.num_local_cached),
+            "recomputed_tokens": result.recomputed_from(job.num_local_cached),
             "chunks_hit": len(hits),
             "chunks_missed": len(captures),
             "prefix_cached_tokens": job.num_local_cached,

@@ -72,10 +72,20 @@ def test_documents_report_usage_and_blend_counts(server: Server) -> None:
     again = _ask(server, "Poland", list(reversed(order)), "blend")
     assert first["blend"]["chunks_missed"] + first["blend"]["chunks_hit"] == 2
     assert again["blend"] == again["blend"] | {"mode": "blend", "chunks_hit": 2, "chunks_missed": 0}
-    assert (
-        again["usage"]["prompt_tokens_details"]["cached_tokens"] == again["blend"]["reused_tokens"]
-    )
+    cached = again["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached == again["blend"]["reused_tokens"] + again["blend"]["prefix_cached_tokens"]
     assert again["blend"]["reused_tokens"] > 0
+
+
+def test_a_repeated_prompt_counts_each_cached_token_once(server: Server) -> None:
+    order = list(CAPITALS)
+    _ask(server, "Italy", order, "blend")
+    repeat = _ask(server, "Italy", order, "blend")
+    usage, blend = repeat["usage"], repeat["blend"]
+    assert blend["prefix_cached_tokens"] > 0  # vLLM's prefix cache serves the repeat's start
+    assert usage["prompt_tokens_details"]["cached_tokens"] <= usage["prompt_tokens"]
+    counted = blend["prefix_cached_tokens"] + blend["reused_tokens"] + blend["recomputed_tokens"]
+    assert counted <= usage["prompt_tokens"]
 
 
 def test_reordered_chunks_all_hit(server: Server, warm: None) -> None:

@@ -1,0 +1,138 @@
+"""RAG load test: zipf-popular documents, new ones arriving, each blend mode at the same load.
+
+    python -m load_tests.rag_load --url http://127.0.0.1:8000 --documents 24 \\
+        --concurrency 4 --duration 60 --modes full,blend
+
+Ingests synthetic one-fact documents (waiting until their chunk KV is precomputed), then, per
+mode, runs streaming chat clients for a bounded time. Questions pick documents by a zipf law,
+retrieval (top-k) builds each prompt from a shuffled mix of chunks, and a new document arrives
+every few seconds. Reports TTFT p50/p95/p99, requests/s, errors and the share of prompt tokens
+served from cache, per mode, as tables and one JSON file. Loopback targets only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from load_tests.bench_prompts import WORDS
+from load_tests.client import LoadPlan, RequestBudget, first_served_model, run_load
+from load_tests.loadgen import is_loopback_url
+from load_tests.report import format_table, summary_rows, write_json
+from load_tests.stats import summarize
+
+
+def zipf_choices(count: int, draws: int, exponent: float, seed: int) -> list[int]:
+    """``draws`` indices in [0, count), index i chosen with weight 1 / (i + 1) ** exponent."""
+    weights = [1.0 / (index + 1) ** exponent for index in range(count)]
+    return random.Random(seed).choices(range(count), weights=weights, k=draws)
+
+
+def synthetic_document(index: int, sentences: int = 24) -> tuple[str, str, str]:
+    """(id, text, question) of a document stating one made-up fact among plain filler."""
+    rng = random.Random(index)
+    filler = " ".join(
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 14))).capitalize() + "."
+        for _ in range(sentences)
+    )
+    place, city = f"Region {index}", f"Town{index:04d}"
+    text = f"The capital of {place} is {city}. {filler}"
+    return f"load-{index}", text, f"What is the capital of {place}?"
+
+
+async def _ingest(client: httpx.AsyncClient, indices: range) -> None:
+    documents = [{"id": i, "text": t} for i, t, _ in map(synthetic_document, indices)]
+    reply = await client.post("/v1/documents", json={"documents": documents})
+    reply.raise_for_status()
+
+
+async def _wait_until_cached(client: httpx.AsyncClient, count: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        page = (await client.get("/v1/documents", params={"limit": 200})).json()["data"]
+        if sum(doc["status"] == "cached" for doc in page) >= count:
+            return
+        await asyncio.sleep(1)
+    print("warning: not every document was precomputed before the run", file=sys.stderr)
+
+
+async def _arrivals(client: httpx.AsyncClient, first: int, every_s: float) -> None:
+    index = first
+    while True:
+        await asyncio.sleep(every_s)
+        await _ingest(client, range(index, index + 1))
+        index += 1
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=600) as client:
+        model = await first_served_model(client)
+        await _ingest(client, range(args.documents))
+        await _wait_until_cached(client, args.documents, args.warmup_timeout)
+        questions = [synthetic_document(i)[2] for i in range(args.documents)]
+        picks = zipf_choices(args.documents, 10_000, args.zipf, args.seed)
+        results: dict[str, Any] = {}
+        next_document = args.documents
+        for mode in args.modes.split(","):
+            plan = LoadPlan(
+                endpoint="chat",
+                model=model,
+                max_tokens=args.max_tokens,
+                prompts=[questions[pick] for pick in picks],
+                request_timeout_s=args.request_timeout,
+                extra_body={"retrieval": {"top_k": args.top_k}, "blend": {"mode": mode}},
+            )
+            arrivals = asyncio.create_task(_arrivals(client, next_document, args.arrival_every))
+            budget = RequestBudget(args.max_requests, time.perf_counter() + args.duration)
+            records, elapsed_s = await run_load(client, plan, args.concurrency, budget)
+            arrivals.cancel()
+            next_document += 1000
+            summary = summarize(records, elapsed_s)
+            print(f"\nmode {mode}\n{format_table(summary_rows(summary))}")
+            results[mode] = summary
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--api-key")
+    parser.add_argument("--documents", type=int, default=24)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--max-requests", type=int, default=10_000)
+    parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--top-k", type=int, default=4)
+    parser.add_argument("--zipf", type=float, default=1.1)
+    parser.add_argument("--arrival-every", type=float, default=10.0)
+    parser.add_argument("--modes", default="full,blend")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--request-timeout", type=float, default=300.0)
+    parser.add_argument("--warmup-timeout", type=float, default=600.0)
+    parser.add_argument("--json-out", default="load_tests/results/rag_load.json")
+    args = parser.parse_args()
+    if not is_loopback_url(args.url):
+        parser.error("only loopback servers are load-tested")
+    results = asyncio.run(run(args))
+    settings = {key: value for key, value in vars(args).items() if key != "api_key"}
+    write_json(
+        Path(args.json_out),
+        {
+            "settings": settings,
+            "modes": {mode: asdict(summary) for mode, summary in results.items()},
+        },
+    )
+    return 0 if all(summary.requests_ok for summary in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""The RAG load test's document popularity and synthetic documents."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from load_tests.rag_load import synthetic_document, zipf_choices
+
+
+def test_zipf_popularity_falls_with_rank_and_is_reproducible() -> None:
+    picks = zipf_choices(10, 20_000, exponent=1.1, seed=3)
+    counts = Counter(picks)
+    assert set(counts) <= set(range(10))
+    assert counts[0] > counts[1] > counts[4] > counts[9]
+    assert counts[0] / len(picks) > 0.3
+    assert picks == zipf_choices(10, 20_000, exponent=1.1, seed=3)
+
+
+def test_synthetic_documents_state_their_fact_and_differ() -> None:
+    first, second = synthetic_document(1), synthetic_document(2)
+    document_id, text, question = first
+    assert document_id == "load-1"
+    assert text.startswith("The capital of Region 1 is Town0001.")
+    assert question == "What is the capital of Region 1?"
+    assert first[1] != second[1]
+    assert synthetic_document(1) == first
