@@ -68,7 +68,7 @@ def completion_with_chunks(prompt: str, chunks: Chunks, tokenizer: Any) -> Chunk
 
 def chat_with_chunks(messages: list[ChatMessage], chunks: Chunks, tokenizer: Any) -> ChunkedPrompt:
     """The chat template, with the chunks right before the last user message's content."""
-    index = last_user_index(messages)
+    index = _last_user_index(messages)
     conversation = [{"role": m.role, "content": m.text} for m in messages]
     conversation[index]["content"] = _SENTINEL + conversation[index]["content"]
     text = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
@@ -81,7 +81,7 @@ def chat_with_chunks(messages: list[ChatMessage], chunks: Chunks, tokenizer: Any
     )
 
 
-def last_user_index(messages: list[ChatMessage]) -> int:
+def _last_user_index(messages: list[ChatMessage]) -> int:
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].role == "user":
             return index

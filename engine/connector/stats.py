@@ -36,6 +36,3 @@ class StatsMailbox:
             return None
         path.unlink(missing_ok=True)
         return stats
-
-    def discard(self, request_id: str) -> None:
-        self._path(request_id).unlink(missing_ok=True)
