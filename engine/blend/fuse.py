@@ -54,7 +54,7 @@ class CachedChunk:
 
 @dataclass(frozen=True)
 class Selection:
-    """How many cached tokens to recompute: a ratio shaped over check layers by multipliers."""
+    """How many chunk tokens to recompute: a ratio shaped over check layers by multipliers."""
 
     ratio: float
     check_layers: tuple[tuple[int, float], ...] = ((1, 2.0), (2, 1.5), (3, 1.0))
@@ -119,10 +119,13 @@ def blend_prefill(
     device = token_ids.device
     positions = torch.arange(num_tokens, device=device)
     cached = torch.zeros(num_tokens, dtype=torch.bool, device=device)
+    in_chunks = torch.zeros_like(cached)
     for chunk in chunks:
+        in_chunks[chunk.start : chunk.end] = True
         cached[chunk.start + selection.chunk_head_tokens : chunk.end] = True
     forced = positions[~cached]
-    candidates = positions[cached]
+    # The ratio is a share of all chunk tokens; the always-recomputed chunk heads count toward it.
+    chunk_tokens, head_tokens = int(in_chunks.sum()), int((in_chunks & ~cached).sum())
     schedule = selection.schedule()
     active = forced if selection.ratio <= 0 else positions
 
@@ -134,8 +137,9 @@ def blend_prefill(
         k_fused, v_fused = k_cached.clone(), v_cached.clone()
         k_fused[active], v_fused[active] = k_fresh, v_fresh
 
-        keep = None if schedule is None else keep_count(schedule, layer, candidates.numel())
+        keep = None if schedule is None else keep_count(schedule, layer, chunk_tokens)
         if keep is not None:
+            keep = max(0, keep - head_tokens)
             fresh, stored = (k_fresh, v_fresh), (k_cached, v_cached)
             rows = _rows_to_keep(active, cached, fresh, stored, keep, selection)
             q, residual, active = q[rows], residual[rows], active[rows]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import Tensor
 
@@ -134,17 +135,22 @@ def test_uncached_gap_tokens_are_always_recomputed() -> None:
     assert result.recomputed_tokens == len(ids) - 20
 
 
-def test_chunk_heads_are_always_recomputed() -> None:
+@pytest.mark.parametrize(("ratio", "recomputed_chunk_tokens"), [(0.5, 30), (0.1, 3 * 4)])
+def test_chunk_heads_are_always_recomputed_within_the_ratio(
+    ratio: float, recomputed_chunk_tokens: int
+) -> None:
     model = tiny_llama()
     chunks = _random_chunks(3, 20, seed=7)
     ids, spans = _prompt(chunks, question=[])
-    layers: list[tuple[Tensor, Tensor]] = []
     result = blend_prefill(
         HFAdapter(model),
         ids,
         _placed(model, chunks, spans),
         rope_spec(),
-        Selection(ratio=0.1, chunk_head_tokens=4),
-        lambda _layer, k, v: layers.append((k, v)),
+        Selection(ratio=ratio, chunk_head_tokens=4),
+        lambda _layer, _k, _v: None,
     )
-    assert result.recomputed_tokens == len(PREFIX) + 3 * 4 + round(0.1 * 3 * 16)
+    heads = torch.cat([torch.arange(span[0], span[0] + 4) for span in spans])
+    assert torch.isin(heads, result.recomputed_positions).all()
+    # Half of the 60 chunk tokens, heads included; at 0.1 the heads alone exceed the budget.
+    assert result.recomputed_tokens == len(PREFIX) + recomputed_chunk_tokens
