@@ -11,9 +11,17 @@ import httpx
 from tqdm import tqdm
 
 
-def _client(url: str, api_key: str | None) -> httpx.Client:
+def connect(url: str, api_key: str | None) -> httpx.Client:
+    """A client of the server at ``url``, with the bearer key when there is one."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return httpx.Client(base_url=url, headers=headers, timeout=600)
+
+
+def served_model(client: httpx.Client) -> str:
+    """The name of the model the server serves."""
+    reply = client.get("/v1/models")
+    reply.raise_for_status()
+    return reply.json()["data"][0]["id"]
 
 
 def _files(paths: list[str]) -> list[Path]:
@@ -28,7 +36,7 @@ def ingest(url: str, api_key: str | None, paths: list[str]) -> int:
     """Upload files (folders recursively); a bad file is reported and the rest still go in."""
     files = _files(paths)
     failures = 0
-    with _client(url, api_key) as client, tqdm(files, unit="file", desc="ingest") as bar:
+    with connect(url, api_key) as client, tqdm(files, unit="file", desc="ingest") as bar:
         for path in bar:
             content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
             try:
@@ -51,8 +59,8 @@ def ingest(url: str, api_key: str | None, paths: list[str]) -> int:
 
 def query(url: str, api_key: str | None, question: str, top_k: int) -> int:
     """Ask with retrieval, stream the answer, then list the chunks it was given."""
-    with _client(url, api_key) as client:
-        model = client.get("/v1/models").json()["data"][0]["id"]
+    with connect(url, api_key) as client:
+        model = served_model(client)
         body = {
             "model": model,
             "messages": [{"role": "user", "content": question}],

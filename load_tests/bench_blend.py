@@ -36,7 +36,8 @@ PHASE_MODES = {"memory": list(MODES), "disk": ["full", "blend@0.15"]}
 MEMORY_TIER_BYTES = {"memory": 4 << 30, "disk": 1 << 20}
 
 
-async def _time_to_first_token(engine: Any, prompt: Any, mode: str, salt: str | None) -> float:
+async def time_to_first_token(engine: Any, prompt: Any, mode: str, salt: str | None) -> float:
+    """Seconds until ``engine`` streams the first token of ``prompt`` in ``mode``."""
     from vllm import SamplingParams
 
     from engine.connector.plan import BlendPlan
@@ -53,7 +54,7 @@ async def _time_to_first_token(engine: Any, prompt: Any, mode: str, salt: str | 
 
 
 async def _phase(args: argparse.Namespace, phase: str, workdir: Path) -> dict[str, list[float]]:
-    from load_tests.bench_prompts import chunk_token_ids, shuffled_prompts
+    from load_tests.bench_prompts import QUESTION, chunk_token_ids, shuffled_prompts
     from load_tests.engine_setup import start_engine
 
     started = start_engine(
@@ -65,18 +66,15 @@ async def _phase(args: argparse.Namespace, phase: str, workdir: Path) -> dict[st
     )
     engine, tokenizer, prefix = started.engine, started.tokenizer, started.prefix
     chunks = chunk_token_ids(tokenizer, args.chunks, args.chunk_tokens)
-    question = tokenizer.encode(
-        "\nQuestion: which projects did the council approve, and why?\nAnswer:",
-        add_special_tokens=False,
-    )
+    question = tokenizer.encode(QUESTION, add_special_tokens=False)
     warm = shuffled_prompts(prefix, chunks, question, 1, seed=99)[0]
-    await _time_to_first_token(engine, warm, "blend@0.15", "warm")
+    await time_to_first_token(engine, warm, "blend@0.15", "warm")
     await asyncio.to_thread(time.sleep, 2)  # let the disk tier finish writing
     timings: dict[str, list[float]] = {mode: [] for mode in PHASE_MODES[phase]}
     for index, prompt in enumerate(shuffled_prompts(prefix, chunks, question, args.requests, 1)):
         for mode in timings:
             salt = None if mode == "prefix" else f"{phase}-{mode}-{index}"
-            timings[mode].append(await _time_to_first_token(engine, prompt, mode, salt))
+            timings[mode].append(await time_to_first_token(engine, prompt, mode, salt))
             print(f"  {phase} {index} {mode}: {timings[mode][-1]:.3f}s", file=sys.stderr)
     engine.shutdown()
     return timings
@@ -91,22 +89,29 @@ def _run_phase_in_subprocess(args: argparse.Namespace, phase: str) -> dict[str, 
         return json.loads(output.read_text())
 
 
-def _summary(results: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
+def mode_summary(timings: dict[str, list[float]]) -> list[dict[str, Any]]:
+    """Per mode: its median TTFT, the speed-up of that median over ``full``, and the samples."""
+    full = statistics.median(timings["full"])
     rows = []
-    for phase, timings in results.items():
-        full = statistics.median(timings["full"])
-        for mode, values in timings.items():
-            median = statistics.median(values)
-            rows.append(
-                {
-                    "phase": phase,
-                    "mode": mode,
-                    "median_ttft_s": round(median, 4),
-                    "speedup_vs_full": round(full / median, 2),
-                    "samples": [round(value, 4) for value in values],
-                }
-            )
+    for mode, values in timings.items():
+        median = statistics.median(values)
+        rows.append(
+            {
+                "mode": mode,
+                "median_ttft_s": round(median, 4),
+                "speedup_vs_full": round(full / median, 2),
+                "samples": [round(value, 4) for value in values],
+            }
+        )
     return rows
+
+
+def _summary(results: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
+    return [
+        {"phase": phase, **row}
+        for phase, timings in results.items()
+        for row in mode_summary(timings)
+    ]
 
 
 def main() -> int:

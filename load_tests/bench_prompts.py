@@ -67,6 +67,8 @@ WORDS = [
     "housing",
 ]
 
+QUESTION = "\nQuestion: which projects did the council approve, and why?\nAnswer:"
+
 
 def chunk_token_ids(tokenizer: Any, count: int, tokens: int, seed: int = 0) -> list[list[int]]:
     """``count`` chunks of exactly ``tokens`` tokens of plain pseudo-English."""

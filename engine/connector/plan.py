@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
+
+from engine.blend.select import Metric
 
 Mode = Literal["blend", "reuse", "full"]
 MODES: tuple[Mode, ...] = ("blend", "reuse", "full")
@@ -21,10 +23,36 @@ class ChunkSpan:
 
 
 @dataclass(frozen=True)
+class SelectionOverrides:
+    """Per-request replacements for the server's selection settings (evaluations sweep these)."""
+
+    check_layers: tuple[tuple[int, float], ...] | None = None
+    metric: Metric | None = None
+    normalize: bool | None = None
+    chunk_head_tokens: int | None = None
+
+    def to_params(self) -> dict[str, Any]:
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+    @classmethod
+    def from_params(cls, body: dict[str, Any]) -> SelectionOverrides:
+        layers = body.get("check_layers")
+        if layers is not None:
+            layers = tuple((int(layer), float(scale)) for layer, scale in layers)
+        return cls(
+            check_layers=layers,
+            metric=body.get("metric"),
+            normalize=body.get("normalize"),
+            chunk_head_tokens=body.get("chunk_head_tokens"),
+        )
+
+
+@dataclass(frozen=True)
 class BlendPlan:
     mode: Mode
     recompute_ratio: float
     spans: tuple[ChunkSpan, ...]
+    overrides: SelectionOverrides = SelectionOverrides()
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -52,6 +80,7 @@ class BlendPlan:
                 "mode": self.mode,
                 "recompute_ratio": self.recompute_ratio,
                 "spans": [[span.start, span.end] for span in self.spans],
+                "overrides": self.overrides.to_params(),
             }
         }
 
@@ -61,7 +90,8 @@ class BlendPlan:
         if body is None:
             return None
         spans = tuple(ChunkSpan(int(start), int(end)) for start, end in body["spans"])
-        return cls(body["mode"], float(body["recompute_ratio"]), spans)
+        overrides = SelectionOverrides.from_params(body.get("overrides", {}))
+        return cls(body["mode"], float(body["recompute_ratio"]), spans, overrides)
 
 
 def eviction_params(chunks: list[list[int]]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -14,6 +14,7 @@ from engine.blend.fuse import Attend, CachedChunk, Selection, blend_prefill
 from engine.connector.metadata import BlendJob
 from engine.connector.model import VllmDecoder, find_model_runner_model
 from engine.connector.paged_attention import CpuPagedAttention
+from engine.connector.plan import SelectionOverrides
 from engine.connector.settings import BlendSettings
 from engine.connector.stats import StatsMailbox
 from engine.kvstore.codec import CorruptEntry
@@ -22,6 +23,7 @@ from engine.kvstore.keys import ChunkKey, model_fingerprint
 from engine.kvstore.store import ChunkKVStore
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class _ChunkUnreadable(RuntimeError):
@@ -121,9 +123,7 @@ class BlendWorker:
                 capture.values.append(values[capture.start : capture.end].cpu())
 
         ratio = job.plan.effective_ratio if decoder.rope is not None else 1.0
-        options = self.settings
-        heads = 0 if ratio == 0 else options.chunk_head_tokens
-        selection = Selection(ratio, options.check_layers, options.metric, options.normalize, heads)
+        selection = self._selection(ratio, job.plan.overrides)
         result = blend_prefill(
             decoder, token_ids, hits, decoder.rope, selection, write, self._paged_attention(job)
         )
@@ -140,6 +140,17 @@ class BlendWorker:
             "chunks_missed": len(captures),
             "prefix_cached_tokens": job.num_local_cached,
         }
+
+    def _selection(self, ratio: float, overrides: SelectionOverrides) -> Selection:
+        settings = self.settings
+        heads = _first_set(overrides.chunk_head_tokens, settings.chunk_head_tokens)
+        return Selection(
+            ratio,
+            _first_set(overrides.check_layers, settings.check_layers),
+            _first_set(overrides.metric, settings.metric),
+            _first_set(overrides.normalize, settings.normalize),
+            0 if ratio == 0 else heads,
+        )
 
     def _paged_attention(self, job: BlendJob) -> Attend | None:
         """vLLM's CPU kernel reads the fused KV back from the paged cache; else torch SDPA."""
@@ -170,6 +181,10 @@ class BlendWorker:
         positions = torch.arange(job.num_local_cached, job.claim_end)
         blocks = torch.tensor(job.block_ids)[positions // self.block_size]
         return (blocks * self.block_size + positions % self.block_size).to(device)
+
+
+def _first_set(override: T | None, default: T) -> T:
+    return default if override is None else override
 
 
 def _layers(stream: Any, key: ChunkKey) -> Iterator[tuple[Tensor, Tensor]]:

@@ -6,8 +6,8 @@ Each item is a gold passage plus distractor passages from other items, shuffled;
 is one chunk, stored before timing. Prompts are plain text (prefix, passages, "Question: ...
 Answer:"), decoded greedily up to a newline. Reports mean F1 with a 95% interval, exact match,
 agreement with full prefill's answer and median TTFT per mode, as a table and as JSON.
-Blend settings fixed at engine start (deviation metric, check layers, chunk head tokens) are
-flags, so a sweep runs this once per setting.
+Modes are specs (``load_tests/eval/strategies.py``): selection options ride on each request,
+so a strategy sweep runs on the same prompts in one engine.
 """
 
 from __future__ import annotations
@@ -22,31 +22,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_MODES = "full,reuse,blend@0.05,blend@0.1,blend@0.15,blend@0.3"
+from load_tests.eval.qa_prompt import MAX_TOKENS, STOP, question_text
+from load_tests.eval.strategies import ModeSpec, parse_mode_spec
 
-
-def _mode(name: str) -> tuple[str, float]:
-    if name.startswith("blend@"):
-        return "blend", float(name.split("@")[1])
-    return name, 1.0 if name == "full" else 0.0
+DEFAULT_MODES = ["full", "reuse", "blend@0.05", "blend@0.1", "blend@0.15", "blend@0.3"]
 
 
 async def _answer(
-    setup: Any, ids: list[int], spans: Any, mode: str, salt: str
+    setup: Any, ids: list[int], spans: Any, spec: ModeSpec, salt: str
 ) -> tuple[str, float]:
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
     from engine.connector.plan import BlendPlan
 
-    blend_mode, ratio = _mode(mode)
     extra = None
-    if blend_mode != "full":
-        extra = {"kv_transfer_params": BlendPlan(blend_mode, ratio, spans).to_params()}
+    if spec.mode != "full":
+        plan = BlendPlan(spec.mode, spec.ratio, spans, spec.overrides)  # type: ignore[arg-type]
+        extra = {"kv_transfer_params": plan.to_params()}
     params = SamplingParams(
-        max_tokens=24,
+        max_tokens=MAX_TOKENS,
         temperature=0,
-        stop=["\n"],
+        stop=list(STOP),
         extra_args=extra,
         output_kind=RequestOutputKind.CUMULATIVE,
     )
@@ -61,7 +58,7 @@ def _prompt(setup: Any, documents: list[str], question: str) -> tuple[list[int],
     from gateway.rag_prompt import completion_with_chunks, document_chunks
 
     chunks = document_chunks(documents, setup.tokenizer)
-    prompt = completion_with_chunks(f"Question: {question}\nAnswer:", chunks, setup.tokenizer)
+    prompt = completion_with_chunks(question_text(question), chunks, setup.tokenizer)
     return prompt.token_ids, prompt.spans
 
 
@@ -74,14 +71,13 @@ async def evaluate(setup: Any, items: list[Any], modes: list[str]) -> dict[str, 
     for item in items:
         for chunk in document_chunks(item.documents, setup.tokenizer).token_ids:
             await cache.precompute(chunk)
+    specs = [parse_mode_spec(mode) for mode in modes]
     records: dict[str, list[dict]] = {mode: [] for mode in modes}
     for index, item in enumerate(items):
         ids, spans = _prompt(setup, item.documents, item.question)
-        answers = {}
-        for mode in modes:
-            text, ttft = await _answer(setup, ids, spans, mode, f"{mode}-{index}")
-            answers[mode] = text
-            records[mode].append(
+        for spec in specs:
+            text, ttft = await _answer(setup, ids, spans, spec, f"{spec.name}-{index}")
+            records[spec.name].append(
                 {
                     "id": item.id,
                     "answer": text,
@@ -126,12 +122,14 @@ def summarize(records: dict[str, list[dict]]) -> list[dict[str, Any]]:
 
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
-    header = f"{'mode':12} {'F1':>6} {'95% CI':>15} {'EM':>6} {'agree':>6} {'TTFT':>8} {'speed':>6}"
-    print(header)
+    width = max(12, *(len(row["mode"]) for row in rows))
+    print(
+        f"{'mode':{width}} {'F1':>6} {'95% CI':>15} {'EM':>6} {'agree':>6} {'TTFT':>8} {'speed':>6}"
+    )
     for row in rows:
         low, high = row["f1_ci95"]
         print(
-            f"{row['mode']:12} {row['f1']:>6.3f} {f'[{low:.3f}, {high:.3f}]':>15} "
+            f"{row['mode']:{width}} {row['f1']:>6.3f} {f'[{low:.3f}, {high:.3f}]':>15} "
             f"{row['em']:>6.3f} {row.get('agree_with_full', 1.0):>6.2f} "
             f"{row['median_ttft_s']:>7.3f}s {row.get('speedup_vs_full', 1.0):>5.2f}x"
         )
@@ -160,7 +158,9 @@ def main() -> int:
     parser.add_argument("--distractors", type=int, default=5)
     parser.add_argument("--max-passage-words", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--modes", default=DEFAULT_MODES)
+    parser.add_argument(
+        "--modes", nargs="+", default=DEFAULT_MODES, help="mode specs, see eval/strategies.py"
+    )
     parser.add_argument("--metric", choices=["k", "v", "kv"], default="v")
     parser.add_argument("--check-layers", default="1:2,2:1.5,3:1")
     parser.add_argument("--head-tokens", type=int, default=8)
@@ -173,7 +173,7 @@ def main() -> int:
 
     fetch_bigbench(Path(args.data))
     items = load_items(args)
-    modes = args.modes.split(",")
+    modes = args.modes
     with tempfile.TemporaryDirectory(prefix="quality-") as workdir:
         setup = start_engine(
             args.model,

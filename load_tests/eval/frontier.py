@@ -1,0 +1,90 @@
+"""Quality-speed frontier: F1 gap to full prefill against TTFT speed-up, one point per strategy.
+
+    python -m load_tests.eval.frontier docs/bench/strategies_kc_tune_0.5b.json \
+        docs/bench/strategies_kc_tune_135m.json --out docs/bench/frontier_kc_tune
+
+Reads the JSON files written by ``load_tests.eval.quality`` (one per model), marks the points
+no other strategy beats on both axes (the frontier) and writes a PNG with one panel per file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def frontier(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows not dominated: no other row is at least as good on gap and speed-up, better on one."""
+
+    def dominates(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        at_least = a["f1_gap_to_full"] >= b["f1_gap_to_full"] and (
+            a["speedup_vs_full"] >= b["speedup_vs_full"]
+        )
+        better = a["f1_gap_to_full"] > b["f1_gap_to_full"] or (
+            a["speedup_vs_full"] > b["speedup_vs_full"]
+        )
+        return at_least and better
+
+    candidates = [row for row in rows if row["mode"] != "full"]
+    return [row for row in candidates if not any(dominates(o, row) for o in candidates)]
+
+
+def plot(panels: list[tuple[str, list[dict[str, Any]]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5.5), squeeze=False)
+    for axis, (title, rows) in zip(axes[0], panels, strict=True):
+        best = {row["mode"] for row in frontier(rows)}
+        for row in rows:
+            if row["mode"] == "full":
+                continue
+            on_frontier = row["mode"] in best
+            axis.scatter(
+                row["speedup_vs_full"],
+                row["f1_gap_to_full"],
+                color="#3a7" if on_frontier else "#999",
+                zorder=3,
+            )
+            axis.annotate(row["mode"], (row["speedup_vs_full"], row["f1_gap_to_full"]), fontsize=6)
+        axis.axhline(0, color="#333", linewidth=0.8)
+        axis.axhline(-0.02, color="#d83", linestyle="--", linewidth=0.8, label="-0.02 F1")
+        axis.axvline(4, color="#38d", linestyle="--", linewidth=0.8, label="4x")
+        axis.set_xlabel("TTFT speed-up over full prefill")
+        axis.set_ylabel("F1 minus full prefill's F1")
+        axis.set_title(title)
+        axis.legend(loc="lower left", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="+", help="JSON files from load_tests.eval.quality")
+    parser.add_argument("--out", default="docs/bench/frontier")
+    args = parser.parse_args()
+    panels = []
+    for name in args.results:
+        document = json.loads(Path(name).read_text())
+        settings = document["settings"]
+        title = f"{settings['model']}, {settings['dataset']} ({settings['split']}, "
+        title += f"{settings['items']} items)"
+        panels.append((title, document["rows"]))
+        print(title)
+        for row in frontier(document["rows"]):
+            print(f"  frontier: {row['mode']}: gap {row['f1_gap_to_full']:+.3f}, ", end="")
+            print(f"{row['speedup_vs_full']:.2f}x")
+    out = Path(args.out).with_suffix(".png")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot(panels, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Mode specs for evaluations: a blend mode, a ratio and per-request selection overrides.
+
+    full | reuse | blend@0.15 | blend@0.15/check=1:1/heads=0/metric=k/norm=1
+
+``check`` is the gradual schedule (layer:scale pairs, comma-separated), ``heads`` the chunk
+head tokens always recomputed, ``metric`` the deviation (k, v, kv), ``norm`` whether deviations
+are normalized per token. Options not given keep the engine's settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.connector.plan import SelectionOverrides
+from gateway.settings import parse_check_layers
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    name: str
+    mode: str
+    ratio: float
+    overrides: SelectionOverrides
+
+
+def parse_mode_spec(name: str) -> ModeSpec:
+    head, *options = name.split("/")
+    mode, _, ratio_text = head.partition("@")
+    if mode not in ("full", "reuse", "blend"):
+        raise ValueError(f"unknown mode {mode!r} in {name!r}")
+    if mode == "blend" and not ratio_text:
+        raise ValueError(f"blend needs a ratio, e.g. blend@0.15, got {name!r}")
+    ratio = float(ratio_text) if ratio_text else (1.0 if mode == "full" else 0.0)
+    fields: dict[str, object] = {}
+    for option in options:
+        key, _, value = option.partition("=")
+        if key == "check":
+            fields["check_layers"] = parse_check_layers(value)
+        elif key == "heads":
+            fields["chunk_head_tokens"] = int(value)
+        elif key == "metric":
+            if value not in ("k", "v", "kv"):
+                raise ValueError(f"metric must be k, v or kv, got {value!r}")
+            fields["metric"] = value
+        elif key == "norm":
+            fields["normalize"] = value in ("1", "true", "yes")
+        else:
+            raise ValueError(f"unknown option {key!r} in {name!r}")
+    if fields and mode != "blend":
+        raise ValueError(f"selection options only apply to blend, got {name!r}")
+    return ModeSpec(name, mode, ratio, SelectionOverrides(**fields))  # type: ignore[arg-type]

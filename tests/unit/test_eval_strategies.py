@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import pytest
+
+from engine.connector.plan import SelectionOverrides
+from load_tests.eval.strategies import parse_mode_spec
+
+
+def test_plain_modes_keep_the_engine_settings() -> None:
+    assert parse_mode_spec("full").ratio == 1.0
+    assert parse_mode_spec("reuse").ratio == 0.0
+    spec = parse_mode_spec("blend@0.15")
+    assert (spec.mode, spec.ratio, spec.overrides) == ("blend", 0.15, SelectionOverrides())
+
+
+def test_blend_options_become_overrides() -> None:
+    spec = parse_mode_spec("blend@0.1/check=1:2,3:1/heads=0/metric=kv/norm=1")
+    assert spec.name == "blend@0.1/check=1:2,3:1/heads=0/metric=kv/norm=1"
+    assert spec.overrides == SelectionOverrides(
+        check_layers=((1, 2.0), (3, 1.0)), metric="kv", normalize=True, chunk_head_tokens=0
+    )
+
+
+@pytest.mark.parametrize(
+    "name", ["blend", "prefix", "blend@0.1/metric=q", "blend@0.1/window=3", "reuse/heads=4"]
+)
+def test_bad_specs_are_rejected(name: str) -> None:
+    with pytest.raises(ValueError):
+        parse_mode_spec(name)
+
+
+def _row(mode: str, gap: float, speedup: float) -> dict[str, object]:
+    return {"mode": mode, "f1_gap_to_full": gap, "speedup_vs_full": speedup}
+
+
+def test_frontier_keeps_only_undominated_strategies() -> None:
+    from load_tests.eval.frontier import frontier
+
+    rows = [
+        _row("full", 0.0, 1.0),
+        _row("reuse", -0.15, 8.0),
+        _row("blend@0.15", -0.01, 4.0),
+        _row("blend@0.15/heads=0", -0.03, 4.0),  # same speed, worse answers
+        _row("blend@0.3", 0.0, 2.5),
+    ]
+    assert [row["mode"] for row in frontier(rows)] == ["reuse", "blend@0.15", "blend@0.3"]
