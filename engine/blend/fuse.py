@@ -18,7 +18,14 @@ from torch import Tensor
 
 from engine.blend.attention import selective_attention
 from engine.blend.rope import RopeSpec, rotate_keys
-from engine.blend.select import GradualSchedule, Metric, keep_count, kv_deviation, select_top
+from engine.blend.select import (
+    GradualSchedule,
+    Metric,
+    keep_count,
+    kv_deviation,
+    question_attention,
+    select_top,
+)
 
 
 class DecoderAdapter(Protocol):
@@ -106,12 +113,15 @@ def blend_prefill(
     selection: Selection,
     sink: LayerSink,
     attend: Attend | None = None,
+    question_start: int | None = None,
 ) -> BlendResult:
     """Compute the fused K/V of every layer for ``token_ids`` (positions 0..n-1) into ``sink``.
 
     ``rope`` re-rotates the cached keys; it may be None only when ``chunks`` is empty.
     ``sink`` receives each layer's fused K/V before ``attend`` (default: exact-mask SDPA over
     them) computes the active queries' attention, so an ``attend`` may read them back.
+    ``question_start`` (default: the end of the last cached chunk) is where the tokens whose
+    attention the "attn" metric measures begin.
     """
     if chunks and rope is None:
         raise ValueError("cached chunks need a RoPE spec to be moved to their new positions")
@@ -126,6 +136,8 @@ def blend_prefill(
     forced = positions[~cached]
     # The ratio is a share of all chunk tokens; the always-recomputed chunk heads count toward it.
     chunk_tokens, head_tokens = int(in_chunks.sum()), int((in_chunks & ~cached).sum())
+    if question_start is None:
+        question_start = max((chunk.end for chunk in chunks), default=0)
     schedule = selection.schedule()
     active = forced if selection.ratio <= 0 else positions
 
@@ -140,8 +152,13 @@ def blend_prefill(
         keep = None if schedule is None else keep_count(schedule, layer, chunk_tokens)
         if keep is not None:
             keep = max(0, keep - head_tokens)
-            fresh, stored = (k_fresh, v_fresh), (k_cached, v_cached)
-            rows = _rows_to_keep(active, cached, fresh, stored, keep, selection)
+            if selection.metric == "attn":
+                scores = _question_attention(q, active, k_fused, question_start, model.scale)
+            else:
+                metric, normalize = selection.metric, selection.normalize
+                stored = (k_cached[active], v_cached[active])
+                scores = kv_deviation(k_fresh, v_fresh, *stored, metric, normalize)
+            rows = _rows_to_keep(active, cached, scores, keep)
             q, residual, active = q[rows], residual[rows], active[rows]
 
         sink(layer, k_fused, v_fused)
@@ -169,26 +186,19 @@ def _cached_layer(
     return keys, values
 
 
-def _rows_to_keep(
-    active: Tensor,
-    cached: Tensor,
-    fresh: tuple[Tensor, Tensor],
-    stored: tuple[Tensor, Tensor],
-    keep: int,
-    selection: Selection,
+def _question_attention(
+    q: Tensor, active: Tensor, keys: Tensor, question_start: int, scale: float
 ) -> Tensor:
-    """Rows of ``active`` that stay: uncached ones plus the ``keep`` most deviating cached."""
-    (k_fresh, v_fresh), (k_cached, v_cached) = fresh, stored
-    deviation = torch.zeros(active.numel(), device=active.device)
+    """Per active row: the attention the question (tokens after the last chunk) pays to it."""
+    asking = active >= question_start
+    if not asking.any():
+        raise ValueError("attention-based selection needs the question inside the blended region")
+    return question_attention(q[asking], active[asking], keys, scale)[active]
+
+
+def _rows_to_keep(active: Tensor, cached: Tensor, scores: Tensor, keep: int) -> Tensor:
+    """Rows of ``active`` that stay: uncached ones plus the ``keep`` cached ones scoring highest."""
     is_cached = cached[active]
     rows_cached = is_cached.nonzero().flatten()
-    deviation[rows_cached] = kv_deviation(
-        k_fresh[rows_cached],
-        v_fresh[rows_cached],
-        k_cached[active[rows_cached]],
-        v_cached[active[rows_cached]],
-        selection.metric,
-        selection.normalize,
-    )
     forced_rows = (~is_cached).nonzero().flatten()
-    return select_top(deviation, rows_cached, keep, forced_rows)
+    return select_top(scores.float(), rows_cached, keep, forced_rows)

@@ -13,7 +13,9 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-Metric = Literal["k", "v", "kv"]
+Metric = Literal["k", "v", "kv", "attn"]
+"""K, V or K+V deviation from the cache; or "attn", the question's attention to each token."""
+DEVIATION_METRICS = ("k", "v", "kv")
 
 _EPS = 1e-6
 
@@ -49,7 +51,7 @@ def kv_deviation(
     divided by the cached tensor's norm taken the same way; for "kv" the K and V terms are
     normalized separately and added.
     """
-    if metric not in ("k", "v", "kv"):
+    if metric not in DEVIATION_METRICS:
         raise ValueError(f"metric must be 'k', 'v' or 'kv', got {metric!r}")
     total = torch.zeros(fresh_k.shape[0], dtype=torch.float32, device=fresh_k.device)
     if metric in ("k", "kv"):
@@ -57,6 +59,24 @@ def kv_deviation(
     if metric in ("v", "kv"):
         total = total + _deviation(fresh_v, cached_v, normalize)
     return total
+
+
+def question_attention(
+    queries: Tensor, query_positions: Tensor, keys: Tensor, scale: float
+) -> Tensor:
+    """Attention mass [num_keys] (fp32) the question's queries put on each key position.
+
+    queries: [num_queries, heads, dim] at prompt positions ``query_positions``; keys:
+    [num_keys, kv_heads, dim] for positions 0..num_keys-1. Each query's causal softmax over the
+    keys up to its own position, summed over queries and heads.
+    """
+    heads, kv_heads = queries.shape[1], keys.shape[1]
+    expanded = keys.float().repeat_interleave(heads // kv_heads, dim=1)
+    logits = torch.einsum("qhd,khd->hqk", queries.float(), expanded) * scale
+    key_positions = torch.arange(keys.shape[0], device=keys.device)
+    future = key_positions[None, :] > query_positions.to(keys.device)[:, None]
+    logits.masked_fill_(future[None], float("-inf"))
+    return logits.softmax(dim=-1).sum(dim=(0, 1))
 
 
 def _fraction_count(fraction: float, num: int) -> int:

@@ -47,7 +47,7 @@ class RagblendConnector(KVConnectorBase_V1):
         extra = self._kv_transfer_config.kv_connector_extra_config
         settings = BlendSettings.from_extra_config(extra)
         if role == KVConnectorRole.SCHEDULER:
-            self._scheduler = BlendScheduler(StatsMailbox(settings.stats_dir))
+            self._scheduler = BlendScheduler(StatsMailbox(settings.stats_dir), settings.metric)
         else:
             self._worker = BlendWorker(settings, vllm_config.cache_config.block_size)
 

@@ -69,10 +69,18 @@ class BlendPlan:
     def effective_ratio(self) -> float:
         return {"full": 1.0, "reuse": 0.0}.get(self.mode, self.recompute_ratio)
 
-    @property
-    def claim_end(self) -> int:
-        """Prompt tokens the connector computes; vLLM computes the rest (the question)."""
-        return self.spans[-1].end if self.spans and self.mode != "full" else 0
+    def claim_end(self, num_prompt_tokens: int, default_metric: Metric) -> int:
+        """Prompt tokens the connector computes; vLLM computes the rest, at least the last one.
+
+        Usually the chunk region; selection by the question's attention needs the question
+        blended too, so it claims all but the last prompt token.
+        """
+        if not self.spans or self.mode == "full":
+            return 0
+        metric = self.overrides.metric or default_metric
+        asks_question = self.mode == "blend" and metric == "attn"
+        end = num_prompt_tokens if asks_question else self.spans[-1].end
+        return min(end, num_prompt_tokens - 1)
 
     def to_params(self) -> dict[str, Any]:
         return {

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.request import Request
 
+    from engine.blend.select import Metric
+
 log = logging.getLogger(__name__)
 
 
@@ -27,7 +29,8 @@ class _Claim:
 
 
 class BlendScheduler:
-    def __init__(self, mailbox: StatsMailbox) -> None:
+    def __init__(self, mailbox: StatsMailbox, default_metric: Metric) -> None:
+        self._default_metric = default_metric
         self._claims: dict[str, _Claim] = {}
         self._ready: set[str] = set()
         self._evictions: list[list[int]] = []
@@ -48,8 +51,7 @@ class BlendScheduler:
             return 0
         if plan is None:
             return 0
-        # vLLM must compute at least one prompt token itself.
-        claim_end = min(plan.claim_end, request.num_prompt_tokens - 1)
+        claim_end = plan.claim_end(request.num_prompt_tokens, self._default_metric)
         if claim_end <= num_computed_tokens:
             return 0
         token_ids = list(request.prompt_token_ids or [])[:claim_end]

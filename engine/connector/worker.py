@@ -124,8 +124,10 @@ class BlendWorker:
 
         ratio = job.plan.effective_ratio if decoder.rope is not None else 1.0
         selection = self._selection(ratio, job.plan.overrides)
+        attend = self._paged_attention(job)
+        question_start = job.plan.spans[-1].end
         result = blend_prefill(
-            decoder, token_ids, hits, decoder.rope, selection, write, self._paged_attention(job)
+            decoder, token_ids, hits, decoder.rope, selection, write, attend, question_start
         )
         for capture in captures:
             if capture not in in_place:

@@ -3,7 +3,8 @@
     full | reuse | blend@0.15 | blend@0.15/check=1:1/heads=0/metric=k/norm=1
 
 ``check`` is the gradual schedule (layer:scale pairs, comma-separated), ``heads`` the chunk
-head tokens always recomputed, ``metric`` the deviation (k, v, kv), ``norm`` whether deviations
+head tokens always recomputed, ``metric`` the deviation (k, v, kv) or the question's attention
+(attn), ``norm`` whether deviations
 are normalized per token. Options not given keep the engine's settings.
 """
 
@@ -39,8 +40,8 @@ def parse_mode_spec(name: str) -> ModeSpec:
         elif key == "heads":
             fields["chunk_head_tokens"] = int(value)
         elif key == "metric":
-            if value not in ("k", "v", "kv"):
-                raise ValueError(f"metric must be k, v or kv, got {value!r}")
+            if value not in ("k", "v", "kv", "attn"):
+                raise ValueError(f"metric must be k, v, kv or attn, got {value!r}")
             fields["metric"] = value
         elif key == "norm":
             fields["normalize"] = value in ("1", "true", "yes")

@@ -154,3 +154,29 @@ def test_chunk_heads_are_always_recomputed_within_the_ratio(
     assert torch.isin(heads, result.recomputed_positions).all()
     # Half of the 60 chunk tokens, heads included; at 0.1 the heads alone exceed the budget.
     assert result.recomputed_tokens == len(PREFIX) + recomputed_chunk_tokens
+
+
+def _blend_by_attention(question: list[int], ratio: float) -> BlendResult:
+    model = tiny_llama()
+    chunks = _random_chunks(3, 20, seed=8)
+    ids, spans = _prompt(chunks, question=question)
+    return blend_prefill(
+        HFAdapter(model),
+        ids,
+        _placed(model, chunks, spans),
+        rope_spec(),
+        Selection(ratio=ratio, metric="attn"),
+        lambda _layer, _k, _v: None,
+    )
+
+
+def test_selection_by_question_attention_recomputes_the_question_and_the_ratio() -> None:
+    result = _blend_by_attention(question=[9, 8, 7, 6], ratio=0.25)
+    question = torch.arange(len(PREFIX) + 60, len(PREFIX) + 64)
+    assert torch.isin(question, result.recomputed_positions).all()
+    assert result.recomputed_tokens == len(PREFIX) + 15 + 4
+
+
+def test_selection_by_question_attention_needs_a_question() -> None:
+    with pytest.raises(ValueError, match="question"):
+        _blend_by_attention(question=[], ratio=0.25)

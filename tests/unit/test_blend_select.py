@@ -109,3 +109,20 @@ def test_gradual_schedule_accepts_lists() -> None:
 def test_gradual_schedule_validation(points: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         GradualSchedule(points)
+
+
+def test_question_attention_matches_loop() -> None:
+    from engine.blend.select import question_attention
+
+    generator = torch.Generator().manual_seed(3)
+    keys = torch.randn(10, 2, 8, generator=generator)
+    queries = torch.randn(3, 4, 8, generator=generator)
+    positions = torch.tensor([7, 8, 9])
+    expected = torch.zeros(10)
+    for row, position in enumerate(positions.tolist()):
+        for head in range(4):
+            visible = keys[: position + 1, head // 2]
+            expected[: position + 1] += (visible @ queries[row, head] * 0.5).softmax(dim=0)
+    got = question_attention(queries, positions, keys, scale=0.5)
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert torch.isclose(got.sum(), torch.tensor(3.0 * 4))  # one softmax per query and head

@@ -22,3 +22,14 @@ def test_plan_without_overrides_keeps_server_settings() -> None:
 def test_plan_rejects_empty_or_overlapping_spans(spans: tuple[tuple[int, int], ...]) -> None:
     with pytest.raises(ValueError, match="spans"):
         BlendPlan("blend", 0.15, tuple(ChunkSpan(*span) for span in spans))
+
+
+def test_attention_selection_claims_the_question_but_not_the_last_token() -> None:
+    spans = (ChunkSpan(1, 5), ChunkSpan(5, 9))
+    plain = BlendPlan("blend", 0.15, spans)
+    by_attention = BlendPlan("blend", 0.15, spans, SelectionOverrides(metric="attn"))
+    assert plain.claim_end(num_prompt_tokens=14, default_metric="v") == 9
+    assert plain.claim_end(num_prompt_tokens=14, default_metric="attn") == 13
+    assert by_attention.claim_end(num_prompt_tokens=14, default_metric="v") == 13
+    assert BlendPlan("reuse", 0.0, spans).claim_end(14, "attn") == 9
+    assert BlendPlan("full", 1.0, spans).claim_end(14, "v") == 0
