@@ -1,11 +1,15 @@
-"""Answer quality and TTFT of full / reuse / blend on multi-chunk QA, in one in-process engine.
+"""Answer quality and TTFT of full / reuse / blend on multi-chunk prompts, in one in-process engine.
 
     python -m load_tests.eval.quality --model qwen2.5-coder-0.5b-instruct --items 40
+    python -m load_tests.eval.quality --dataset xsum --items 40 --out docs/bench/quality_xsum
 
-Each item is a gold passage plus distractor passages from other items, shuffled; every passage
-is one chunk, stored before timing. Prompts are plain text (prefix, passages, "Question: ...
-Answer:"), decoded greedily up to a newline. Reports mean F1 with a 95% interval, exact match,
-agreement with full prefill's answer and median TTFT per mode, as a table and as JSON.
+QA items are a gold passage plus distractor passages from other items, shuffled; XSum items are
+one article cut into chunks in order (``load_tests/eval/tasks.py`` has each dataset's prompt,
+decoding and scores). Every document is one chunk, stored before timing. Prompts are plain text
+(prefix, chunks, then the question and "Answer:", or the summary instruction), decoded greedily
+up to a newline. Reports the mean score (F1, or Rouge-L for XSum) with a 95% interval, agreement
+with full prefill's answer and median TTFT per mode, as a table and as JSON; the JSON keys are
+named after the score (``f1``, ``f1_ci95``, ``f1_gap_to_full``; ``rouge_l``...).
 Modes are specs (``load_tests/eval/strategies.py``): selection options ride on each request,
 so a strategy sweep runs on the same prompts in one engine.
 """
@@ -22,14 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from load_tests.eval.qa_prompt import MAX_TOKENS, STOP, question_text
 from load_tests.eval.strategies import ModeSpec, parse_mode_spec
+from load_tests.eval.summaries import DEFAULT_CHUNK_WORDS, DEFAULT_CHUNKS
+from load_tests.eval.tasks import SCORE_LABELS, TASKS, EvalTask
 
 DEFAULT_MODES = ["full", "reuse", "blend@0.05", "blend@0.1", "blend@0.15", "blend@0.3"]
 
 
 async def _answer(
-    setup: Any, ids: list[int], spans: Any, spec: ModeSpec, salt: str
+    setup: Any, ids: list[int], spans: Any, spec: ModeSpec, task: EvalTask, salt: str
 ) -> tuple[str, float]:
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
@@ -41,9 +46,9 @@ async def _answer(
         plan = BlendPlan(spec.mode, spec.ratio, spans, spec.overrides)  # type: ignore[arg-type]
         extra = {"kv_transfer_params": plan.to_params()}
     params = SamplingParams(
-        max_tokens=MAX_TOKENS,
+        max_tokens=task.max_tokens,
         temperature=0,
-        stop=list(STOP),
+        stop=list(task.stop),
         extra_args=extra,
         output_kind=RequestOutputKind.CUMULATIVE,
     )
@@ -54,18 +59,20 @@ async def _answer(
     return text.strip(), (first or time.perf_counter()) - started
 
 
-def _prompt(setup: Any, documents: list[str], question: str) -> tuple[list[int], Any]:
+def _prompt(setup: Any, task: EvalTask, item: Any) -> tuple[list[int], Any]:
     from gateway.rag_prompt import completion_with_chunks, document_chunks
 
-    chunks = document_chunks(documents, setup.tokenizer)
-    prompt = completion_with_chunks(question_text(question), chunks, setup.tokenizer)
+    chunks = document_chunks(item.documents, setup.tokenizer)
+    prompt = completion_with_chunks(task.prompt_text(item), chunks, setup.tokenizer)
     return prompt.token_ids, prompt.spans
 
 
-async def evaluate(setup: Any, items: list[Any], modes: list[str]) -> dict[str, list[dict]]:
+async def evaluate(
+    setup: Any, items: list[Any], modes: list[str], task: EvalTask
+) -> dict[str, list[dict]]:
+    """Per mode, one record per item: the answer, its scores, TTFT and prompt length."""
     from engine.chunk_cache import ChunkCache
     from gateway.rag_prompt import document_chunks
-    from load_tests.eval.metrics import exact_match, f1
 
     cache = ChunkCache(setup.engine, setup.prefix)
     for item in items:
@@ -74,89 +81,99 @@ async def evaluate(setup: Any, items: list[Any], modes: list[str]) -> dict[str, 
     specs = [parse_mode_spec(mode) for mode in modes]
     records: dict[str, list[dict]] = {mode: [] for mode in modes}
     for index, item in enumerate(items):
-        ids, spans = _prompt(setup, item.documents, item.question)
+        ids, spans = _prompt(setup, task, item)
         for spec in specs:
-            text, ttft = await _answer(setup, ids, spans, spec, f"{spec.name}-{index}")
+            text, ttft = await _answer(setup, ids, spans, spec, task, f"{spec.name}-{index}")
             records[spec.name].append(
                 {
                     "id": item.id,
                     "answer": text,
-                    "f1": f1(text, item.answers),
-                    "em": exact_match(text, item.answers),
+                    **task.score(item, text),
                     "ttft_s": ttft,
                     "prompt_tokens": len(ids),
                 }
             )
+        key = task.scores[0]
         print(
             f"  item {index + 1}/{len(items)}: "
-            + ", ".join(f"{mode}={records[mode][-1]['f1']:.2f}" for mode in modes),
+            + ", ".join(f"{mode}={records[mode][-1][key]:.2f}" for mode in modes),
             file=sys.stderr,
         )
     return records
 
 
-def summarize(records: dict[str, list[dict]]) -> list[dict[str, Any]]:
+def summarize(records: dict[str, list[dict]], scores: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One row per mode; ``scores[0]`` gets a 95% interval and a gap to full, the rest means."""
     from load_tests.eval.metrics import agreement, mean_ci95
 
+    key, *others = scores
     full = records.get("full")
     full_ttft = statistics.median(r["ttft_s"] for r in full) if full else None
     rows = []
     for mode, results in records.items():
-        mean, low, high = mean_ci95([r["f1"] for r in results])
+        mean, low, high = mean_ci95([r[key] for r in results])
         ttft = statistics.median(r["ttft_s"] for r in results)
         row = {
             "mode": mode,
-            "f1": round(mean, 4),
-            "f1_ci95": [round(low, 4), round(high, 4)],
-            "em": round(statistics.mean(r["em"] for r in results), 4),
+            key: round(mean, 4),
+            f"{key}_ci95": [round(low, 4), round(high, 4)],
+            **{other: round(statistics.mean(r[other] for r in results), 4) for other in others},
             "median_ttft_s": round(ttft, 4),
         }
         if full:
             row["agree_with_full"] = round(
                 agreement([r["answer"] for r in results], [r["answer"] for r in full]), 4
             )
-            row["f1_gap_to_full"] = round(mean - statistics.mean(r["f1"] for r in full), 4)
+            row[f"{key}_gap_to_full"] = round(mean - statistics.mean(r[key] for r in full), 4)
             row["speedup_vs_full"] = round(full_ttft / ttft, 2)
         rows.append(row)
     return rows
 
 
-def print_rows(rows: list[dict[str, Any]]) -> None:
+def print_rows(rows: list[dict[str, Any]], scores: tuple[str, ...]) -> None:
+    key, *others = scores
     width = max(12, *(len(row["mode"]) for row in rows))
+    extra = "".join(f" {SCORE_LABELS[other]:>7}" for other in others)
     print(
-        f"{'mode':{width}} {'F1':>6} {'95% CI':>15} {'EM':>6} {'agree':>6} {'TTFT':>8} {'speed':>6}"
+        f"{'mode':{width}} {SCORE_LABELS[key]:>7} {'95% CI':>15}{extra} {'agree':>6} "
+        f"{'TTFT':>8} {'speed':>6}"
     )
     for row in rows:
-        low, high = row["f1_ci95"]
+        low, high = row[f"{key}_ci95"]
+        means = "".join(f" {row[other]:>7.3f}" for other in others)
         print(
-            f"{row['mode']:{width}} {row['f1']:>6.3f} {f'[{low:.3f}, {high:.3f}]':>15} "
-            f"{row['em']:>6.3f} {row.get('agree_with_full', 1.0):>6.2f} "
+            f"{row['mode']:{width}} {row[key]:>7.3f} {f'[{low:.3f}, {high:.3f}]':>15}{means} "
+            f"{row.get('agree_with_full', 1.0):>6.2f} "
             f"{row['median_ttft_s']:>7.3f}s {row.get('speedup_vs_full', 1.0):>5.2f}x"
         )
 
 
 def load_items(args: argparse.Namespace) -> list[Any]:
-    from load_tests.eval.datasets import QA_LOADERS
-    from load_tests.eval.prompts import build_multichunk_items, split, subsample
+    """The dataset's items on the chosen side of the tune/held-out split, subsampled."""
+    from load_tests.eval.prompts import split, subsample
 
-    questions = QA_LOADERS[args.dataset](Path(args.data))
-    built = build_multichunk_items(
-        questions, args.distractors, args.seed, max_passage_tokens=args.max_passage_words
-    )
-    tune, held_out = split(built, 0.5, args.seed)
+    tune, held_out = split(TASKS[args.dataset].build(args), 0.5, args.seed)
     return subsample(tune if args.split == "tune" else held_out, args.items, args.seed)
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``parse_args([...])`` also gives callers the defaults."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     parser.add_argument("--models-dir", default="data/models")
     parser.add_argument("--data", default="data/eval/bigbench")
-    parser.add_argument("--dataset", default="knowledge_conflicts")
+    parser.add_argument("--dataset", choices=sorted(TASKS), default="knowledge_conflicts")
     parser.add_argument("--split", choices=["tune", "held_out"], default="held_out")
     parser.add_argument("--items", type=int, default=40)
-    parser.add_argument("--distractors", type=int, default=5)
-    parser.add_argument("--max-passage-words", type=int, default=400)
+    parser.add_argument("--distractors", type=int, default=5, help="QA only")
+    parser.add_argument("--max-passage-words", type=int, default=400, help="QA only")
+    parser.add_argument("--chunks", type=int, default=DEFAULT_CHUNKS, help="XSum only")
+    parser.add_argument(
+        "--min-chunk-words", type=int, default=DEFAULT_CHUNK_WORDS[0], help="XSum only"
+    )
+    parser.add_argument(
+        "--max-chunk-words", type=int, default=DEFAULT_CHUNK_WORDS[1], help="XSum only"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--modes", nargs="+", default=DEFAULT_MODES, help="mode specs, see eval/strategies.py"
@@ -165,13 +182,18 @@ def main() -> int:
     parser.add_argument("--check-layers", default="1:2,2:1.5,3:1")
     parser.add_argument("--head-tokens", type=int, default=8)
     parser.add_argument("--out", default="docs/bench/quality")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
 
     from gateway.settings import parse_check_layers
     from load_tests.engine_setup import start_engine
     from load_tests.eval.fetch import fetch_bigbench
 
     fetch_bigbench(Path(args.data))
+    task = TASKS[args.dataset]
     items = load_items(args)
     modes = args.modes
     with tempfile.TemporaryDirectory(prefix="quality-") as workdir:
@@ -184,13 +206,13 @@ def main() -> int:
             check_layers=parse_check_layers(args.check_layers),
             chunk_head_tokens=args.head_tokens,
         )
-        records = asyncio.run(evaluate(setup, items, modes))
+        records = asyncio.run(evaluate(setup, items, modes, task))
         setup.engine.shutdown()
-    rows = summarize(records)
-    print_rows(rows)
+    rows = summarize(records, task.scores)
+    print_rows(rows, task.scores)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    document = {"settings": vars(args), "rows": rows, "records": records}
+    document = {"settings": vars(args), "score": task.scores[0], "rows": rows, "records": records}
     out.with_suffix(".json").write_text(json.dumps(document, indent=1))
     return 0
 
