@@ -4,8 +4,9 @@
         --concurrency 4 --duration 60 --modes full,blend
 
 Ingests synthetic one-fact documents (waiting until their chunk KV is precomputed), then, per
-mode, runs streaming chat clients for a bounded time. Questions pick documents by a zipf law,
-retrieval (top-k) builds each prompt from a shuffled mix of chunks, and a new document arrives
+mode, runs streaming chat clients for a bounded time. Questions pick documents by a zipf law
+(``--facts`` of them per question), retrieval (top-k) builds each prompt from a mix of chunks
+whose order follows the question, and a new document arrives
 every few seconds. Reports TTFT p50/p95/p99, requests/s, errors and the share of prompt tokens
 served from cache, per mode, as tables and one JSON file. Loopback targets only.
 """
@@ -36,8 +37,8 @@ def zipf_choices(count: int, draws: int, exponent: float, seed: int) -> list[int
     return random.Random(seed).choices(range(count), weights=weights, k=draws)
 
 
-def synthetic_document(index: int, sentences: int = 24) -> tuple[str, str, str]:
-    """(id, text, question) of a document stating one made-up fact among plain filler."""
+def synthetic_document(index: int, sentences: int = 24) -> tuple[str, str]:
+    """(id, text) of a document stating one made-up fact (Region i's capital) among filler."""
     rng = random.Random(index)
     filler = " ".join(
         " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 14))).capitalize() + "."
@@ -45,11 +46,22 @@ def synthetic_document(index: int, sentences: int = 24) -> tuple[str, str, str]:
     )
     place, city = f"Region {index}", f"Town{index:04d}"
     text = f"The capital of {place} is {city}. {filler}"
-    return f"load-{index}", text, f"What is the capital of {place}?"
+    return f"load-{index}", text
+
+
+def mixed_questions(picks: list[int], facts: int) -> list[str]:
+    """Questions each asking about ``facts`` consecutive picks (repeats within one dropped)."""
+    questions = []
+    for start in range(0, len(picks) - facts + 1, facts):
+        indices = list(dict.fromkeys(picks[start : start + facts]))
+        places = " and ".join(f"Region {index}" for index in indices)
+        asked = "is the capital" if len(indices) == 1 else "are the capitals"
+        questions.append(f"What {asked} of {places}?")
+    return questions
 
 
 async def _ingest(client: httpx.AsyncClient, indices: range) -> None:
-    documents = [{"id": i, "text": t} for i, t, _ in map(synthetic_document, indices)]
+    documents = [{"id": i, "text": t} for i, t in map(synthetic_document, indices)]
     reply = await client.post("/v1/documents", json={"documents": documents})
     reply.raise_for_status()
 
@@ -78,8 +90,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         model = await first_served_model(client)
         await _ingest(client, range(args.documents))
         await _wait_until_cached(client, args.documents, args.warmup_timeout)
-        questions = [synthetic_document(i)[2] for i in range(args.documents)]
-        picks = zipf_choices(args.documents, 10_000, args.zipf, args.seed)
+        picks = zipf_choices(args.documents, 10_000 * args.facts, args.zipf, args.seed)
+        questions = mixed_questions(picks, args.facts)
         results: dict[str, Any] = {}
         next_document = args.documents
         for mode in args.modes.split(","):
@@ -87,7 +99,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 endpoint="chat",
                 model=model,
                 max_tokens=args.max_tokens,
-                prompts=[questions[pick] for pick in picks],
+                prompts=questions,
                 request_timeout_s=args.request_timeout,
                 extra_body={"retrieval": {"top_k": args.top_k}, "blend": {"mode": mode}},
             )
@@ -113,6 +125,9 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--top-k", type=int, default=4)
     parser.add_argument("--zipf", type=float, default=1.1)
+    parser.add_argument(
+        "--facts", type=int, default=1, help="documents each question asks about (zipf picks)"
+    )
     parser.add_argument("--arrival-every", type=float, default=10.0)
     parser.add_argument("--modes", default="full,blend")
     parser.add_argument("--seed", type=int, default=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from load_tests.rag_load import synthetic_document, zipf_choices
+from load_tests.rag_load import mixed_questions, synthetic_document, zipf_choices
 
 
 def test_zipf_popularity_falls_with_rank_and_is_reproducible() -> None:
@@ -18,9 +18,19 @@ def test_zipf_popularity_falls_with_rank_and_is_reproducible() -> None:
 
 def test_synthetic_documents_state_their_fact_and_differ() -> None:
     first, second = synthetic_document(1), synthetic_document(2)
-    document_id, text, question = first
+    document_id, text = first
     assert document_id == "load-1"
     assert text.startswith("The capital of Region 1 is Town0001.")
-    assert question == "What is the capital of Region 1?"
     assert first[1] != second[1]
     assert synthetic_document(1) == first
+
+
+def test_mixed_questions_ask_about_consecutive_picks() -> None:
+    assert mixed_questions([3, 1, 4, 4, 5], facts=2) == [
+        "What are the capitals of Region 3 and Region 1?",
+        "What is the capital of Region 4?",
+    ]
+    assert mixed_questions([7, 2], facts=1) == [
+        "What is the capital of Region 7?",
+        "What is the capital of Region 2?",
+    ]
