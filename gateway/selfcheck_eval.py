@@ -1,8 +1,8 @@
 """``ragblend selfcheck --eval-items N``: blend's answer-quality gap on real data, over HTTP.
 
 The held-out knowledge-conflict QA items of ``load_tests.eval.quality`` (gold passage plus 5
-distractors, shuffled; the same selection) go to the running server as completions with
-``documents``: full prefill, blend at the server's default ratio, and reuse (the lower bound).
+distractors, shuffled; the same selection) go to the running server as chat completions
+with ``documents``: full prefill, blend at the server's default ratio, and reuse (the lower bound).
 Reported per mode: mean F1 with its 95% interval, the paired F1 gap to full with its interval,
 agreement with full's answers, and the share of prompt tokens reused from the chunk store.
 """
@@ -82,10 +82,10 @@ def held_out_items(data: Path, count: int) -> list[MultiChunkItem]:
 def completion_body(
     model: str, documents: list[str], question: str, blend: dict[str, Any]
 ) -> dict[str, Any]:
-    """A greedy ``/v1/completions`` request: each document its own chunk, then the question."""
+    """A greedy ``/v1/chat/completions`` request: each document its own chunk, then the question."""
     return {
         "model": model,
-        "prompt": question_text(question),
+        "messages": [{"role": "user", "content": question_text(question)}],
         "documents": documents,
         "max_tokens": MAX_TOKENS,
         "temperature": 0,
@@ -102,11 +102,11 @@ def warmup_body(model: str, item: MultiChunkItem) -> dict[str, Any]:
 
 
 def complete(client: httpx.Client, body: dict[str, Any]) -> Reply:
-    reply = client.post("/v1/completions", json=body)
+    reply = client.post("/v1/chat/completions", json=body)
     reply.raise_for_status()
     payload = reply.json()
     return Reply(
-        payload["choices"][0]["text"].strip(),
+        payload["choices"][0]["message"]["content"].strip(),
         payload.get("blend", {}).get("reused_tokens", 0),
         payload["usage"]["prompt_tokens"],
     )

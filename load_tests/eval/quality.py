@@ -5,9 +5,10 @@
 
 QA items are a gold passage plus distractor passages from other items, shuffled; XSum items are
 one article cut into chunks in order (``load_tests/eval/tasks.py`` has each dataset's prompt,
-decoding and scores). Every document is one chunk, stored before timing. Prompts are plain text
-(prefix, chunks, then the question and "Answer:", or the summary instruction), decoded greedily
-up to a newline. Reports the mean score (F1, or Rouge-L for XSum) with a 95% interval, agreement
+decoding and scores). Every document is one chunk, stored before timing. QA prompts are a chat
+turn (the chunks, then the question; see ``qa_prompt.py``), XSum prompts plain text (prefix,
+chunks, the summary instruction); decoded greedily up to a newline. Reports the mean score
+(F1, or Rouge-L for XSum) with a 95% interval, agreement
 with full prefill's answer and median TTFT per mode, as a table and as JSON; the JSON keys are
 named after the score (``f1``, ``f1_ci95``, ``f1_gap_to_full``; ``rouge_l``...).
 Modes are specs (``load_tests/eval/strategies.py``): selection options ride on each request,
@@ -60,10 +61,16 @@ async def _answer(
 
 
 def _prompt(setup: Any, task: EvalTask, item: Any) -> tuple[list[int], Any]:
-    from gateway.rag_prompt import completion_with_chunks, document_chunks
+    from gateway.protocol import ChatMessage
+    from gateway.rag_prompt import chat_with_chunks, completion_with_chunks, document_chunks
 
     chunks = document_chunks(item.documents, setup.tokenizer)
-    prompt = completion_with_chunks(task.prompt_text(item), chunks, setup.tokenizer)
+    text = task.prompt_text(item)
+    if task.chat:
+        turn = [ChatMessage(role="user", content=text)]
+        prompt = chat_with_chunks(turn, chunks, setup.tokenizer)
+    else:
+        prompt = completion_with_chunks(text, chunks, setup.tokenizer)
     return prompt.token_ids, prompt.spans
 
 

@@ -34,6 +34,7 @@ class EvalTask:
     scores: tuple[str, ...]
     max_tokens: int
     stop: tuple[str, ...]
+    chat: bool  # the text after the chunks is a user turn of the chat template, else plain
 
 
 def _qa_items(args: argparse.Namespace) -> list[MultiChunkItem]:
@@ -57,7 +58,7 @@ def _summary_items(args: argparse.Namespace) -> list[summaries.ChunkedSummary]:
 
 
 QA_TASK = EvalTask(
-    _qa_items, _qa_prompt, _qa_score, ("f1", "em"), qa_prompt.MAX_TOKENS, qa_prompt.STOP
+    _qa_items, _qa_prompt, _qa_score, ("f1", "em"), qa_prompt.MAX_TOKENS, qa_prompt.STOP, True
 )
 SUMMARY_TASK = EvalTask(
     _summary_items,
@@ -66,5 +67,6 @@ SUMMARY_TASK = EvalTask(
     ("rouge_l",),
     summaries.MAX_TOKENS,
     summaries.STOP,
+    False,
 )
 TASKS = {**dict.fromkeys(QA_LOADERS, QA_TASK), "xsum": SUMMARY_TASK}

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from gateway import cli
-from gateway.protocol import CompletionRequest
+from gateway.protocol import ChatCompletionRequest
 from gateway.selfcheck_eval import (
     EVAL_MODES,
     EvalDataMissing,
@@ -43,8 +43,8 @@ def _item(index: int, answer: str) -> MultiChunkItem:
     )
 
 
-def test_question_text_follows_the_documents() -> None:
-    assert question_text("Who?") == "Question: Who?\nAnswer:"
+def test_question_text_ends_with_the_question() -> None:
+    assert question_text("Who?").endswith("\nQuestion: Who?")
 
 
 @pytest.mark.parametrize(("name", "blend"), EVAL_MODES)
@@ -54,14 +54,14 @@ def test_each_mode_is_a_greedy_completion_with_the_documents(
     body = completion_body("m", DOCUMENTS, "Where is Paris?", blend)
     assert body == {
         "model": "m",
-        "prompt": "Question: Where is Paris?\nAnswer:",
+        "messages": [{"role": "user", "content": question_text("Where is Paris?")}],
         "documents": DOCUMENTS,
         "max_tokens": 24,
         "temperature": 0,
         "stop": ["\n"],
         "blend": blend,
     }
-    request = CompletionRequest.model_validate(body)
+    request = ChatCompletionRequest.model_validate(body)
     assert request.blend is not None and request.blend.recompute_ratio is None
     assert request.blend.mode == name.split("@")[0]
 
@@ -79,7 +79,7 @@ def test_warmup_stores_the_chunks_in_another_order() -> None:
     body = warmup_body("m", item)
     assert body["documents"] == item.documents[::-1]
     assert body["blend"] == {"mode": "blend"} and body["max_tokens"] == 1
-    CompletionRequest.model_validate(body)
+    ChatCompletionRequest.model_validate(body)
 
 
 def _replies(answers: list[str], reused: int = 0) -> list[Reply]:
@@ -149,7 +149,13 @@ def test_evaluate_sends_a_warmup_then_every_mode_per_item() -> None:
         return httpx.Response(
             200,
             json={
-                "choices": [{"index": 0, "text": f" {mode} answer\n", "finish_reason": "stop"}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": f" {mode} answer\n"},
+                        "finish_reason": "stop",
+                    }
+                ],
                 "usage": {"prompt_tokens": 100, "completion_tokens": 2, "total_tokens": 102},
                 "blend": {"mode": mode, "reused_tokens": reused},
             },
