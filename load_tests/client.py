@@ -56,6 +56,10 @@ class RequestBudget:
         self._remaining = max_requests
         self._deadline = deadline
 
+    @property
+    def deadline(self) -> float:
+        return self._deadline
+
     def take(self) -> bool:
         if self._remaining <= 0 or time.perf_counter() >= self._deadline:
             return False

@@ -2,13 +2,23 @@
 
     python -m load_tests.rag_load --url http://127.0.0.1:8000 --documents 24 \\
         --concurrency 4 --duration 60 --modes full,blend
+    python -m load_tests.rag_load --url http://127.0.0.1:8000 --documents 24 \\
+        --rates 0.5,1,2 --duration 40 --p95-target-ms 2000 --modes full,blend
 
 Ingests synthetic one-fact documents (waiting until their chunk KV is precomputed), then, per
 mode, runs streaming chat clients for a bounded time. Questions pick documents by a zipf law
 (``--facts`` of them per question), retrieval (top-k) builds each prompt from a mix of chunks
-whose order follows the question, and a new document arrives
-every few seconds. Reports TTFT p50/p95/p99, requests/s, errors and the share of prompt tokens
-served from cache, per mode, as tables and one JSON file. Loopback targets only.
+whose order follows the question, and a new document arrives every few seconds.
+
+Without ``--rates``, ``--concurrency`` closed-loop clients send requests back to back. With
+``--rates``, each mode runs once per rate (ascending, ``--duration`` each) with requests
+arriving open-loop as a Poisson process, at most ``--max-in-flight`` open (arrivals beyond are
+counted as ``dropped`` errors); the run then reports, per mode, the highest rate whose TTFT p95
+stayed within ``--p95-target-ms`` without errors, and blend's rate over full's.
+
+Reports TTFT p50/p95/p99, requests/s, errors and the share of prompt tokens served from cache,
+per mode (and rate), as tables and one JSON file (``modes``, or ``rates`` for a sweep).
+Loopback targets only.
 """
 
 from __future__ import annotations
@@ -20,15 +30,16 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from load_tests.bench_prompts import WORDS
 from load_tests.client import LoadPlan, RequestBudget, first_served_model, run_load
 from load_tests.loadgen import is_loopback_url
-from load_tests.report import format_table, summary_rows, write_json
-from load_tests.stats import summarize
+from load_tests.open_loop import DEFAULT_MAX_IN_FLIGHT, run_at_rate
+from load_tests.rate_sweep import comparison_text, parse_rates, rate_table, rates_document
+from load_tests.report import format_table, milliseconds, summary_rows, write_json
+from load_tests.stats import LoadSummary, summarize
 
 
 def zipf_choices(count: int, draws: int, exponent: float, seed: int) -> list[int]:
@@ -84,7 +95,41 @@ async def _arrivals(client: httpx.AsyncClient, first: int, every_s: float) -> No
         index += 1
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+def _plan(args: argparse.Namespace, model: str, questions: list[str], mode: str) -> LoadPlan:
+    return LoadPlan(
+        endpoint="chat",
+        model=model,
+        max_tokens=args.max_tokens,
+        prompts=questions,
+        request_timeout_s=args.request_timeout,
+        extra_body={"retrieval": {"top_k": args.top_k}, "blend": {"mode": mode}},
+    )
+
+
+async def _measure(
+    client: httpx.AsyncClient,
+    plan: LoadPlan,
+    args: argparse.Namespace,
+    first_document: int,
+    rate_per_s: float | None,
+) -> LoadSummary:
+    """One bounded run, closed-loop clients or (with a rate) open-loop arrivals."""
+    arrivals = asyncio.create_task(_arrivals(client, first_document, args.arrival_every))
+    budget = RequestBudget(args.max_requests, time.perf_counter() + args.duration)
+    try:
+        if rate_per_s is None:
+            records, elapsed_s = await run_load(client, plan, args.concurrency, budget)
+        else:
+            records, elapsed_s = await run_at_rate(
+                client, plan, rate_per_s, budget, args.seed, args.max_in_flight
+            )
+    finally:
+        arrivals.cancel()
+    return summarize(records, elapsed_s)
+
+
+async def run(args: argparse.Namespace) -> dict[str, list[LoadSummary]]:
+    """Per mode, one summary: of the closed-loop run, or of each ``--rates`` run in order."""
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=600) as client:
         model = await first_served_model(client)
@@ -92,25 +137,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await _wait_until_cached(client, args.documents, args.warmup_timeout)
         picks = zipf_choices(args.documents, 10_000 * args.facts, args.zipf, args.seed)
         questions = mixed_questions(picks, args.facts)
-        results: dict[str, Any] = {}
+        results: dict[str, list[LoadSummary]] = {}
         next_document = args.documents
         for mode in args.modes.split(","):
-            plan = LoadPlan(
-                endpoint="chat",
-                model=model,
-                max_tokens=args.max_tokens,
-                prompts=questions,
-                request_timeout_s=args.request_timeout,
-                extra_body={"retrieval": {"top_k": args.top_k}, "blend": {"mode": mode}},
-            )
-            arrivals = asyncio.create_task(_arrivals(client, next_document, args.arrival_every))
-            budget = RequestBudget(args.max_requests, time.perf_counter() + args.duration)
-            records, elapsed_s = await run_load(client, plan, args.concurrency, budget)
-            arrivals.cancel()
-            next_document += 1000
-            summary = summarize(records, elapsed_s)
-            print(f"\nmode {mode}\n{format_table(summary_rows(summary))}")
-            results[mode] = summary
+            plan = _plan(args, model, questions, mode)
+            results[mode] = []
+            for rate in args.rates or [None]:
+                summary = await _measure(client, plan, args, next_document, rate)
+                next_document += 1000
+                results[mode].append(summary)
+                if rate is None:
+                    print(f"\nmode {mode}\n{format_table(summary_rows(summary))}")
+                else:
+                    p95 = milliseconds(summary.ttft_p95_ms)
+                    print(f"mode {mode} at {rate:g} req/s: TTFT p95 {p95}", flush=True)
     return results
 
 
@@ -119,7 +159,9 @@ def main() -> int:
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--api-key")
     parser.add_argument("--documents", type=int, default=24)
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--concurrency", type=int, default=4, help="closed-loop clients (without --rates)"
+    )
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--max-requests", type=int, default=10_000)
     parser.add_argument("--max-tokens", type=int, default=16)
@@ -130,6 +172,23 @@ def main() -> int:
     )
     parser.add_argument("--arrival-every", type=float, default=10.0)
     parser.add_argument("--modes", default="full,blend")
+    parser.add_argument(
+        "--rates",
+        type=parse_rates,
+        help="open loop: Poisson arrivals per second, e.g. 0.5,1,2; one run of --duration each",
+    )
+    parser.add_argument(
+        "--p95-target-ms",
+        type=float,
+        default=2000.0,
+        help="with --rates: the TTFT p95 a rate must stay within to count as sustained",
+    )
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=DEFAULT_MAX_IN_FLIGHT,
+        help="with --rates: open requests at most; arrivals beyond are errors named dropped",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--request-timeout", type=float, default=300.0)
     parser.add_argument("--warmup-timeout", type=float, default=600.0)
@@ -137,16 +196,21 @@ def main() -> int:
     args = parser.parse_args()
     if not is_loopback_url(args.url):
         parser.error("only loopback servers are load-tested")
+    if args.max_in_flight < 1:
+        parser.error("--max-in-flight must be at least 1")
     results = asyncio.run(run(args))
     settings = {key: value for key, value in vars(args).items() if key != "api_key"}
-    write_json(
-        Path(args.json_out),
-        {
-            "settings": settings,
-            "modes": {mode: asdict(summary) for mode, summary in results.items()},
-        },
-    )
-    return 0 if all(summary.requests_ok for summary in results.values()) else 1
+    if args.rates:
+        sweeps = {mode: dict(zip(args.rates, runs, strict=True)) for mode, runs in results.items()}
+        for mode, sweep in sweeps.items():
+            print(f"\nmode {mode}, open loop\n{rate_table(sweep, args.p95_target_ms)}")
+        print(f"\n{comparison_text(sweeps, args.p95_target_ms)}")
+        section = {"rates": rates_document(sweeps, args.p95_target_ms)}
+    else:
+        section = {"modes": {mode: asdict(runs[0]) for mode, runs in results.items()}}
+    write_json(Path(args.json_out), {"settings": settings, **section})
+    ok = all(summary.requests_ok for runs in results.values() for summary in runs)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

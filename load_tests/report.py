@@ -13,7 +13,7 @@ from load_tests.stats import LoadSummary
 NOT_MEASURED = "n/a"
 
 
-def _milliseconds(value: float | None) -> str:
+def milliseconds(value: float | None) -> str:
     return NOT_MEASURED if value is None else f"{value:.1f} ms"
 
 
@@ -25,10 +25,10 @@ def summary_rows(summary: LoadSummary) -> list[tuple[str, str]]:
         ("ok requests/s", f"{summary.ok_requests_per_s:.2f}"),
         ("output tokens", str(summary.output_tokens_total)),
         ("output tokens/s", f"{summary.output_tokens_per_s:.1f}"),
-        ("TTFT p50", _milliseconds(summary.ttft_p50_ms)),
-        ("TTFT p95", _milliseconds(summary.ttft_p95_ms)),
-        ("TTFT p99", _milliseconds(summary.ttft_p99_ms)),
-        ("latency mean", _milliseconds(summary.latency_mean_ms)),
+        ("TTFT p50", milliseconds(summary.ttft_p50_ms)),
+        ("TTFT p95", milliseconds(summary.ttft_p95_ms)),
+        ("TTFT p99", milliseconds(summary.ttft_p99_ms)),
+        ("latency mean", milliseconds(summary.latency_mean_ms)),
     ]
     if summary.cached_prompt_share is not None:
         rows.append(("prompt tokens from cache", f"{summary.cached_prompt_share:.1%}"))
@@ -36,17 +36,22 @@ def summary_rows(summary: LoadSummary) -> list[tuple[str, str]]:
     return rows
 
 
+def format_grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns under a header rule: the first aligned left, the others aligned right."""
+    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        label, *values = cells
+        label_width, *value_widths = widths
+        aligned = (value.rjust(width) for value, width in zip(values, value_widths, strict=True))
+        return "  ".join([label.ljust(label_width), *aligned])
+
+    return "\n".join([line(header), line(["-" * width for width in widths]), *map(line, rows)])
+
+
 def format_table(rows: Sequence[tuple[str, str]]) -> str:
     """Two columns: labels aligned left, values aligned right, under a header rule."""
-    header = ("metric", "value")
-    label_width = max(len(label) for label, _ in (header, *rows))
-    value_width = max(len(value) for _, value in (header, *rows))
-    lines = [
-        f"{header[0]:<{label_width}}  {header[1]:>{value_width}}",
-        f"{'-' * label_width}  {'-' * value_width}",
-    ]
-    lines.extend(f"{label:<{label_width}}  {value:>{value_width}}" for label, value in rows)
-    return "\n".join(lines)
+    return format_grid(("metric", "value"), rows)
 
 
 def report_document(settings: Mapping[str, Any], summary: LoadSummary) -> dict[str, Any]:
