@@ -68,7 +68,7 @@ def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
         stats_dir=str(settings.chunk_kv_dir / "stats"),
         memory_bytes=int(settings.chunk_cache_memory_gib * GIB),
         disk_bytes=int(settings.chunk_cache_disk_gib * GIB),
-        chunk_prefix=tuple(chunk_prefix(tokenizer)),
+        chunk_prefix=tuple(chunk_prefix(tokenizer, settings.chunk_prefix)),
         check_layers=settings.check_layer_schedule(),
         metric=settings.blend_metric,
         chunk_head_tokens=settings.blend_chunk_head_tokens,
@@ -117,7 +117,7 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
         tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, model_dir)
         options = engine_options(settings, model_dir, tokenizer)
         engine = await asyncio.to_thread(Engine, options)
-        state.chunk_cache = ChunkCache(engine, chunk_prefix(tokenizer))
+        state.chunk_cache = ChunkCache(engine, chunk_prefix(tokenizer, settings.chunk_prefix))
         state.library = await _open_library(settings, tokenizer)
         if state.library is not None and engine.blending:
             state.precomputer = Precomputer(state.library, state.chunk_cache)

@@ -9,13 +9,14 @@ the spans, recomputed like any uncached token).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from engine.connector.plan import ChunkSpan
 from gateway.errors import APIError
 from gateway.protocol import ChatMessage
 
 CHUNK_SEPARATOR = "\n\n"
+PrefixKind = Literal["plain", "chat"]
 _SENTINEL = "\u2063ragblend-documents\u2063"
 
 
@@ -33,11 +34,30 @@ class Chunks:
     separator: tuple[int, ...] = ()
 
 
-def chunk_prefix(tokenizer: Any) -> list[int]:
-    """The fixed tokens every chunk is precomputed behind, and every RAG prompt starts with."""
+def completion_head(tokenizer: Any) -> list[int]:
+    """What every completion prompt with chunks starts with: BOS, or a newline without one."""
     if tokenizer.bos_token_id is not None:
         return [tokenizer.bos_token_id]
     return tokenizer.encode("\n", add_special_tokens=False)
+
+
+def chat_head(tokenizer: Any) -> list[int]:
+    """The chat template's tokens before a lone user message's content (system prompt included),
+    where the chunks of a one-turn chat request land."""
+    conversation = [{"role": "user", "content": _SENTINEL}]
+    text = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
+    head, sentinel, _ = text.partition(_SENTINEL)
+    if not sentinel:
+        raise ValueError("the chat template drops the user message")
+    return tokenizer.encode(head, add_special_tokens=False)
+
+
+def chunk_prefix(tokenizer: Any, kind: PrefixKind = "plain") -> list[int]:
+    """The fixed tokens every chunk is precomputed behind (not stored): the completion head, or
+    the chat head, which puts each chunk's cached KV closer to what chat prompts give it."""
+    if kind == "chat" and getattr(tokenizer, "chat_template", None):
+        return chat_head(tokenizer)
+    return completion_head(tokenizer)
 
 
 def document_chunks(documents: list[str], tokenizer: Any) -> Chunks:
@@ -63,7 +83,7 @@ def _place(head: list[int], chunks: Chunks, tail: list[int]) -> ChunkedPrompt:
 def completion_with_chunks(prompt: str, chunks: Chunks, tokenizer: Any) -> ChunkedPrompt:
     """[prefix][chunk 1]...[chunk k][prompt]."""
     tail = tokenizer.encode(prompt, add_special_tokens=False)
-    return _place(chunk_prefix(tokenizer), chunks, tail)
+    return _place(completion_head(tokenizer), chunks, tail)
 
 
 def chat_with_chunks(messages: list[ChatMessage], chunks: Chunks, tokenizer: Any) -> ChunkedPrompt:

@@ -99,6 +99,11 @@ class Settings(BaseSettings):
         "`documents` nor `retrieval`.",
     )
     retrieval_top_k: int = Field(6, ge=1, le=64, description="Chunks retrieved by default.")
+    chunk_prefix: Literal["plain", "chat"] = Field(
+        "plain",
+        description="What chunk KV is precomputed behind: `plain` (BOS or a newline, what "
+        "completion prompts start with) or `chat` (the chat template's system and user head).",
+    )
     chunk_tokens: int = Field(
         384, ge=64, le=2048, description="Largest ingested chunk, in the served model's tokens."
     )

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.rag_prompt import PrefixKind
 
 
 @dataclass
@@ -20,6 +23,7 @@ def start_engine(
     workdir: Path,
     max_model_len: int,
     memory_bytes: int = 4 << 30,
+    prefix_kind: PrefixKind = "plain",
     **blend_overrides: Any,
 ) -> BenchEngine:
     """Provision ``model`` if needed and start it with a chunk store under ``workdir``."""
@@ -33,7 +37,7 @@ def start_engine(
 
     model_dir = resolve_model(model, models_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    prefix = chunk_prefix(tokenizer)
+    prefix = chunk_prefix(tokenizer, prefix_kind)
     blend = BlendSettings(
         model_name=model,
         store_dir=str(workdir / "store"),

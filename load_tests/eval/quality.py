@@ -188,6 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metric", choices=["k", "v", "kv"], default="v")
     parser.add_argument("--check-layers", default="1:2,2:1.5,3:1")
     parser.add_argument("--head-tokens", type=int, default=8)
+    parser.add_argument(
+        "--chunk-prefix",
+        choices=["plain", "chat"],
+        default="plain",
+        help="what chunks are precomputed behind (RAGBLEND_CHUNK_PREFIX)",
+    )
     parser.add_argument("--out", default="docs/bench/quality")
     return parser
 
@@ -209,6 +215,7 @@ def main() -> int:
             Path(args.models_dir),
             Path(workdir),
             max_model_len=8192,
+            prefix_kind=args.chunk_prefix,
             metric=args.metric,
             check_layers=parse_check_layers(args.check_layers),
             chunk_head_tokens=args.head_tokens,
