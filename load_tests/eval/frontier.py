@@ -3,8 +3,9 @@
     python -m load_tests.eval.frontier docs/bench/strategies_kc_tune_0.5b.json \
         docs/bench/strategies_kc_tune_135m.json --out docs/bench/frontier_kc_tune
 
-Reads the JSON files written by ``load_tests.eval.quality`` (one per model), marks the points
-no other strategy beats on both axes (the frontier) and writes a PNG with one panel per file.
+Reads the JSON files written by ``load_tests.eval.quality``, marks the points no other strategy
+beats on both axes (the frontier) and writes a PNG with one panel per model and split (runs with
+another chunk prefix join their model's panel, their modes tagged with it).
 """
 
 from __future__ import annotations
@@ -30,6 +31,18 @@ def frontier(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     candidates = [row for row in rows if row["mode"] != "full"]
     return [row for row in candidates if not any(dominates(o, row) for o in candidates)]
+
+
+def tagged_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """A result file's rows; blend modes of a run whose chunks were precomputed behind another
+    prefix than the plain one are named with it, so runs of one model share a panel."""
+    prefix = document["settings"].get("chunk_prefix", "plain")
+    rows = []
+    for row in document["rows"]:
+        if prefix != "plain" and row["mode"] != "full":
+            row = {**row, "mode": f"{row['mode']} [{prefix} prefix]"}
+        rows.append(row)
+    return rows
 
 
 def plot(panels: list[tuple[str, list[dict[str, Any]]]], path: Path) -> None:
@@ -69,20 +82,21 @@ def main() -> int:
     parser.add_argument("results", nargs="+", help="JSON files from load_tests.eval.quality")
     parser.add_argument("--out", default="docs/bench/frontier")
     args = parser.parse_args()
-    panels = []
+    panels: dict[str, list[dict[str, Any]]] = {}
     for name in args.results:
         document = json.loads(Path(name).read_text())
         settings = document["settings"]
         title = f"{settings['model']}, {settings['dataset']} ({settings['split']}, "
         title += f"{settings['items']} items)"
-        panels.append((title, document["rows"]))
+        panels.setdefault(title, []).extend(tagged_rows(document))
+    for title, rows in panels.items():
         print(title)
-        for row in frontier(document["rows"]):
+        for row in frontier(rows):
             print(f"  frontier: {row['mode']}: gap {row['f1_gap_to_full']:+.3f}, ", end="")
             print(f"{row['speedup_vs_full']:.2f}x")
     out = Path(args.out).with_suffix(".png")
     out.parent.mkdir(parents=True, exist_ok=True)
-    plot(panels, out)
+    plot(list(panels.items()), out)
     return 0
 
 

@@ -44,3 +44,12 @@ def test_frontier_keeps_only_undominated_strategies() -> None:
         _row("blend@0.3", 0.0, 2.5),
     ]
     assert [row["mode"] for row in frontier(rows)] == ["reuse", "blend@0.15", "blend@0.3"]
+
+
+def test_runs_with_another_chunk_prefix_are_tagged() -> None:
+    from load_tests.eval.frontier import tagged_rows
+
+    rows = [_row("full", 0.0, 1.0), _row("blend@0.15", -0.01, 4.0)]
+    chat = tagged_rows({"settings": {"chunk_prefix": "chat"}, "rows": rows})
+    assert [row["mode"] for row in chat] == ["full", "blend@0.15 [chat prefix]"]
+    assert tagged_rows({"settings": {}, "rows": rows}) == rows
