@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from load_tests.report import output_path
+
 MODES: dict[str, tuple[str, float]] = {
     "full": ("full", 1.0),
     "prefix": ("full", 1.0),
@@ -138,9 +140,9 @@ def main() -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     settings = {k: v for k, v in vars(args).items() if not k.startswith("phase")}
-    out.with_suffix(".json").write_text(json.dumps({"settings": settings, "rows": rows}, indent=2))
+    output_path(out, ".json").write_text(json.dumps({"settings": settings, "rows": rows}, indent=2))
     plot_ttft(
-        rows, out.with_suffix(".png"), title=f"{args.model}, {args.chunks}x{args.chunk_tokens}"
+        rows, output_path(out, ".png"), title=f"{args.model}, {args.chunks}x{args.chunk_tokens}"
     )
     return 0
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from load_tests.bench_blend import MODES, mode_summary, time_to_first_token
+from load_tests.report import output_path
 
 MIN_CHUNK_TOKENS = 16
 QUESTION_MARGIN_TOKENS = 512  # the prefix and the question, on top of the largest context
@@ -127,7 +128,7 @@ def main() -> int:
     print_sweep_table(rows)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(
+    output_path(out, ".json").write_text(
         json.dumps({"settings": vars(args), "rows": rows}, indent=2)
     )
     plot_ttft(rows, out.with_name(f"{out.name}_ttft.png"), title=args.model)

@@ -13,6 +13,12 @@ from load_tests.stats import LoadSummary
 NOT_MEASURED = "n/a"
 
 
+def output_path(stem: str | Path, suffix: str) -> Path:
+    """``stem`` plus ``suffix``; unlike ``Path.with_suffix`` it keeps dots in the stem
+    (``strategies_0.5b`` -> ``strategies_0.5b.json``)."""
+    return Path(f"{stem}{suffix}")
+
+
 def milliseconds(value: float | None) -> str:
     return NOT_MEASURED if value is None else f"{value:.1f} ms"
 

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from load_tests.report import output_path
+
 
 def frontier(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows not dominated: no other row is at least as good on gap and speed-up, better on one."""
@@ -94,7 +96,7 @@ def main() -> int:
         for row in frontier(rows):
             print(f"  frontier: {row['mode']}: gap {row['f1_gap_to_full']:+.3f}, ", end="")
             print(f"{row['speedup_vs_full']:.2f}x")
-    out = Path(args.out).with_suffix(".png")
+    out = output_path(args.out, ".png")
     out.parent.mkdir(parents=True, exist_ok=True)
     plot(list(panels.items()), out)
     return 0

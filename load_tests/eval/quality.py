@@ -30,6 +30,7 @@ from typing import Any
 from load_tests.eval.strategies import ModeSpec, parse_mode_spec
 from load_tests.eval.summaries import DEFAULT_CHUNK_WORDS, DEFAULT_CHUNKS
 from load_tests.eval.tasks import SCORE_LABELS, TASKS, EvalTask
+from load_tests.report import output_path
 
 DEFAULT_MODES = ["full", "reuse", "blend@0.05", "blend@0.1", "blend@0.15", "blend@0.3"]
 
@@ -227,7 +228,7 @@ def main() -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     document = {"settings": vars(args), "score": task.scores[0], "rows": rows, "records": records}
-    out.with_suffix(".json").write_text(json.dumps(document, indent=1))
+    output_path(out, ".json").write_text(json.dumps(document, indent=1))
     return 0
 
 
