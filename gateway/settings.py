@@ -72,7 +72,10 @@ class Settings(BaseSettings):
         "blend", description="Default `blend.mode` of requests with documents."
     )
     blend_recompute_ratio: float = Field(
-        0.15, ge=0, le=1, description="Default share of cached tokens recomputed per request."
+        0.15,
+        ge=0,
+        le=1,
+        description="Default share of chunk tokens recomputed per request (chunk heads included).",
     )
     blend_check_layers: str = Field(
         "1:2,2:1.5,3:1",
@@ -100,7 +103,7 @@ class Settings(BaseSettings):
     )
     retrieval_top_k: int = Field(6, ge=1, le=64, description="Chunks retrieved by default.")
     chunk_prefix: Literal["plain", "chat"] = Field(
-        "plain",
+        "chat",
         description="What chunk KV is precomputed behind: `plain` (BOS or a newline, what "
         "completion prompts start with) or `chat` (the chat template's system and user head).",
     )

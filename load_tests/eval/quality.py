@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--chunk-prefix",
         choices=["plain", "chat"],
-        default="plain",
+        default="chat",
         help="what chunks are precomputed behind (RAGBLEND_CHUNK_PREFIX)",
     )
     parser.add_argument("--out", default="docs/bench/quality")
