@@ -72,7 +72,7 @@ class Settings(BaseSettings):
         "blend", description="Default `blend.mode` of requests with documents."
     )
     blend_recompute_ratio: float = Field(
-        0.15,
+        0.3,
         ge=0,
         le=1,
         description="Default share of chunk tokens recomputed per request (chunk heads included).",
