@@ -33,6 +33,7 @@ MODES: dict[str, tuple[str, float]] = {
     "blend@0.1": ("blend", 0.1),
     "blend@0.15": ("blend", 0.15),
     "blend@0.2": ("blend", 0.2),
+    "blend@0.3": ("blend", 0.3),
 }
 PHASE_MODES = {"memory": list(MODES), "disk": ["full", "blend@0.15"]}
 MEMORY_TIER_BYTES = {"memory": 4 << 30, "disk": 1 << 20}
