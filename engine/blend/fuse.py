@@ -114,6 +114,7 @@ def blend_prefill(
     sink: LayerSink,
     attend: Attend | None = None,
     question_start: int | None = None,
+    settled: int = 0,
 ) -> BlendResult:
     """Compute the fused K/V of every layer for ``token_ids`` (positions 0..n-1) into ``sink``.
 
@@ -121,19 +122,24 @@ def blend_prefill(
     ``sink`` receives each layer's fused K/V before ``attend`` (default: exact-mask SDPA over
     them) computes the active queries' attention, so an ``attend`` may read them back.
     ``question_start`` (default: the end of the last cached chunk) is where the tokens whose
-    attention the "attn" metric measures begin.
+    attention the "attn" metric measures begin. Positions before ``settled`` already hold their
+    final K/V where ``attend`` reads (vLLM's prefix cache): they are neither computed nor
+    selected, and their rows of the fused K/V given to ``sink`` are meaningless.
     """
     if chunks and rope is None:
         raise ValueError("cached chunks need a RoPE spec to be moved to their new positions")
+    if settled and attend is None:
+        raise ValueError("settled positions need an attend that reads them from the cache")
     num_tokens = token_ids.shape[0]
     device = token_ids.device
-    positions = torch.arange(num_tokens, device=device)
+    positions = torch.arange(settled, num_tokens, device=device)
     cached = torch.zeros(num_tokens, dtype=torch.bool, device=device)
     in_chunks = torch.zeros_like(cached)
     for chunk in chunks:
         in_chunks[chunk.start : chunk.end] = True
         cached[chunk.start + selection.chunk_head_tokens : chunk.end] = True
-    forced = positions[~cached]
+    in_chunks[:settled] = False
+    forced = positions[~cached[settled:]]
     # The ratio is a share of all chunk tokens; the always-recomputed chunk heads count toward it.
     chunk_tokens, head_tokens = int(in_chunks.sum()), int((in_chunks & ~cached).sum())
     if question_start is None:

@@ -94,6 +94,8 @@ class BlendWorker:
         decoder = self.decoder
         device = next(iter(self._kv_caches.values())).device
         token_ids = torch.tensor(job.token_ids, device=device)
+        ratio = job.plan.effective_ratio if decoder.rope is not None else 1.0
+        selection = self._selection(ratio, job.plan.overrides)
         hits, captures = [], []
         for span in job.plan.spans:
             if span.end > job.claim_end:
@@ -109,7 +111,11 @@ class BlendWorker:
                     stream.close()
                 captures.append(_Capture(key, span.start, span.end, chunk_tokens))
         slots = self._slots(job, device)
-        in_place = [c for c in captures if self._computed_alone(job, c.start)]
+        attend = self._paged_attention(job)
+        settled = self._settled(job, attend is not None, selection)
+        in_place = [
+            c for c in captures if c.start >= settled and self._computed_alone(job, c.start)
+        ]
 
         def write(layer: int, keys: Tensor, values: Tensor) -> None:
             attention = decoder.attention_layer(layer)
@@ -122,12 +128,17 @@ class BlendWorker:
                 capture.keys.append(keys[capture.start : capture.end].cpu())
                 capture.values.append(values[capture.start : capture.end].cpu())
 
-        ratio = job.plan.effective_ratio if decoder.rope is not None else 1.0
-        selection = self._selection(ratio, job.plan.overrides)
-        attend = self._paged_attention(job)
         question_start = job.plan.spans[-1].end
         result = blend_prefill(
-            decoder, token_ids, hits, decoder.rope, selection, write, attend, question_start
+            decoder,
+            token_ids,
+            hits,
+            decoder.rope,
+            selection,
+            write,
+            attend,
+            question_start,
+            settled,
         )
         for capture in captures:
             if capture not in in_place:
@@ -142,6 +153,14 @@ class BlendWorker:
             "chunks_missed": len(captures),
             "prefix_cached_tokens": job.num_local_cached,
         }
+
+    @staticmethod
+    def _settled(job: BlendJob, attention_reads_cache: bool, selection: Selection) -> int:
+        """Leading positions vLLM's prefix cache already holds, which the blend can skip when its
+        attention reads them from the paged cache (question attention needs their keys)."""
+        if not attention_reads_cache or selection.metric == "attn":
+            return 0
+        return job.num_local_cached
 
     def _selection(self, ratio: float, overrides: SelectionOverrides) -> Selection:
         settings = self.settings

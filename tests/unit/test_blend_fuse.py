@@ -180,3 +180,35 @@ def test_selection_by_question_attention_recomputes_the_question_and_the_ratio()
 def test_selection_by_question_attention_needs_a_question() -> None:
     with pytest.raises(ValueError, match="question"):
         _blend_by_attention(question=[], ratio=0.25)
+
+
+def test_settled_positions_are_read_from_the_cache_not_recomputed() -> None:
+    from engine.blend.attention import selective_attention
+
+    model = tiny_llama()
+    chunks = _random_chunks(3, 20, seed=9)
+    ids, spans = _prompt(chunks, question=[5, 6, 7])
+    reference, _ = _collect(model, ids, [], ratio=1.0)  # nothing cached: the full prefill
+    settled = spans[1][0]
+    adapter = HFAdapter(model)
+    paged: dict[int, tuple[Tensor, Tensor]] = {}
+
+    def write(layer: int, keys: Tensor, values: Tensor) -> None:
+        exact_keys, exact_values = reference[layer]
+        paged[layer] = (
+            torch.cat((exact_keys[:settled], keys[settled:])),
+            torch.cat((exact_values[:settled], values[settled:])),
+        )
+
+    def attend(layer: int, q: Tensor, _k: Tensor, _v: Tensor, positions: Tensor) -> Tensor:
+        return selective_attention(q, *paged[layer], positions, adapter.scale)
+
+    placed = _placed(model, chunks, spans)
+    result = blend_prefill(
+        adapter, ids, placed, rope_spec(), Selection(1.0), write, attend, settled=settled
+    )
+    assert int(result.recomputed_positions.min()) == settled
+    assert result.recomputed_tokens == len(ids) - settled
+    for layer, (keys, values) in enumerate(reference):
+        assert torch.allclose(paged[layer][0], keys, atol=1e-4)
+        assert torch.allclose(paged[layer][1], values, atol=1e-4)
