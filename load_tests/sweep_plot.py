@@ -49,9 +49,7 @@ def _line_panels(
 
     (panel_key, panel_title), (value_key, value_label) = panel, value
     panels = list(dict.fromkeys(row[panel_key] for row in rows))
-    figure, axes = plt.subplots(
-        1, len(panels), figsize=(4.5 * len(panels), 4), sharey=True, squeeze=False
-    )
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
     for axis, panel_value in zip(axes[0], panels, strict=True):
         in_panel = [row for row in rows if row[panel_key] == panel_value]
         for line in dict.fromkeys(row[line_key] for row in in_panel):
