@@ -139,6 +139,8 @@ def blend_prefill(
         in_chunks[chunk.start : chunk.end] = True
         cached[chunk.start + selection.chunk_head_tokens : chunk.end] = True
     in_chunks[:settled] = False
+    if cached[settled:].all():
+        cached[-1] = False  # one exact token keeps every layer's active set non-empty
     forced = positions[~cached[settled:]]
     # The ratio is a share of all chunk tokens; the always-recomputed chunk heads count toward it.
     chunk_tokens, head_tokens = int(in_chunks.sum()), int((in_chunks & ~cached).sum())

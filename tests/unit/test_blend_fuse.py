@@ -212,3 +212,32 @@ def test_settled_positions_are_read_from_the_cache_not_recomputed() -> None:
     for layer, (keys, values) in enumerate(reference):
         assert torch.allclose(paged[layer][0], keys, atol=1e-4)
         assert torch.allclose(paged[layer][1], values, atol=1e-4)
+
+
+def test_reuse_of_a_region_holding_only_cached_chunks_after_the_settled_start() -> None:
+    from engine.blend.attention import selective_attention
+
+    model = tiny_llama()
+    chunks = _random_chunks(2, 10, seed=10)
+    ids, spans = _prompt(chunks, question=[])
+    reference, _ = _collect(model, ids, [], ratio=1.0)
+    adapter = HFAdapter(model)
+    settled = spans[0][0]  # the prefix came from the prefix cache; only cached chunks remain
+    written: dict[int, tuple[Tensor, Tensor]] = {}
+
+    def write(layer: int, keys: Tensor, values: Tensor) -> None:
+        exact_keys, exact_values = reference[layer]
+        written[layer] = (
+            torch.cat((exact_keys[:settled], keys[settled:])),
+            torch.cat((exact_values[:settled], values[settled:])),
+        )
+
+    def attend(layer: int, q: Tensor, _k: Tensor, _v: Tensor, positions: Tensor) -> Tensor:
+        return selective_attention(q, *written[layer], positions, adapter.scale)
+
+    placed = _placed(model, chunks, spans)
+    result = blend_prefill(
+        adapter, ids, placed, rope_spec(), Selection(0.0), write, attend, settled=settled
+    )
+    assert result.recomputed_positions.tolist() == [len(ids) - 1]
+    assert len(written) == model.config.num_hidden_layers
