@@ -50,8 +50,6 @@ class VllmDecoder:
         self.head_dim = attention.head_dim
         self.scale = attention.scaling
         self.dtype = next(model.parameters()).dtype
-        self._fused_cpu_ops = _has_fused_cpu_ops(model)
-        """Outside vLLM's compiled graph eager norms and activations take a slow native path."""
         self.rope = checked_rope_spec(attention.rotary_emb)
         """None when keys cannot be re-rotated exactly: every token is then recomputed."""
 
@@ -68,7 +66,7 @@ class VllmDecoder:
         if residual is None:
             residual, hidden = hidden, block.input_layernorm(hidden)
         else:
-            hidden, residual = self._add_norm(block.input_layernorm, hidden, residual)
+            hidden, residual = block.input_layernorm(hidden, residual)
         attention = block.self_attn
         qkv, _ = attention.qkv_proj(hidden)
         q, k, v = qkv.split([attention.q_size, attention.kv_size, attention.kv_size], dim=-1)
@@ -84,43 +82,8 @@ class VllmDecoder:
     def finish(self, layer: int, attention: Tensor, residual: Tensor) -> tuple[Tensor, Tensor]:
         block = self.blocks[layer]
         output, _ = block.self_attn.o_proj(attention.contiguous())
-        hidden, residual = self._add_norm(block.post_attention_layernorm, output, residual)
-        mlp = block.mlp
-        gate_up, _ = mlp.gate_up_proj(hidden)
-        activated = self._activate(mlp.act_fn, gate_up)
-        down, _ = mlp.down_proj(activated)
-        return down, residual
-
-    def _add_norm(self, norm: nn.Module, hidden: Tensor, residual: Tensor) -> tuple[Tensor, Tensor]:
-        """residual += hidden; hidden = norm(residual). vLLM's fused kernel where it has one."""
-        if self._fused_cpu_ops and _plain_rms_norm(norm):
-            hidden, residual = hidden.contiguous(), residual.contiguous()
-            torch.ops._C.fused_add_rms_norm(hidden, residual, norm.weight, norm.variance_epsilon)
-            return hidden, residual
-        return norm(hidden, residual)
-
-    def _activate(self, act_fn: nn.Module, gate_up: Tensor) -> Tensor:
-        if self._fused_cpu_ops and type(act_fn).__name__ == "SiluAndMul":
-            out = gate_up.new_empty((*gate_up.shape[:-1], gate_up.shape[-1] // 2))
-            torch.ops._C.silu_and_mul(out, gate_up.contiguous())
-            return out
-        return act_fn(gate_up)
-
-
-def _has_fused_cpu_ops(model: nn.Module) -> bool:
-    device = next(model.parameters()).device
-    ops = torch.ops._C
-    return device.type == "cpu" and all(
-        hasattr(ops, name) for name in ("fused_add_rms_norm", "silu_and_mul")
-    )
-
-
-def _plain_rms_norm(norm: nn.Module) -> bool:
-    return (
-        type(norm).__name__ == "RMSNorm"
-        and getattr(norm, "has_weight", False)
-        and getattr(norm, "variance_size_override", None) is None
-    )
+        hidden, residual = block.post_attention_layernorm(output, residual)
+        return block.mlp(hidden), residual
 
 
 def checked_rope_spec(rotary: Any) -> RopeSpec | None:
