@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     query = commands.add_parser("query", help="ask a running server, with retrieval")
     query.add_argument("question")
     query.add_argument("--top-k", type=int, default=6)
+    query.add_argument(
+        "--mode", choices=["blend", "full", "reuse"], help="blend mode (default: the server's)"
+    )
     for client_command in (check, ingest, query):
         client_command.add_argument("--url", help="server URL (default: RAGBLEND_HOST:PORT)")
         client_command.add_argument(
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return _selfcheck(url, api_key, args.prompts, args.eval_items, Path(args.eval_data))
     if args.command == "ingest":
         return client_commands.ingest(url, api_key, args.paths)
-    return client_commands.query(url, api_key, args.question, args.top_k)
+    return client_commands.query(url, api_key, args.question, args.top_k, args.mode)
 
 
 def _selfcheck(url: str, api_key: str | None, prompts: int, eval_items: int, data: Path) -> int:

@@ -57,7 +57,7 @@ def ingest(url: str, api_key: str | None, paths: list[str]) -> int:
     return 1 if failures else 0
 
 
-def query(url: str, api_key: str | None, question: str, top_k: int) -> int:
+def query(url: str, api_key: str | None, question: str, top_k: int, mode: str | None) -> int:
     """Ask with retrieval, stream the answer, then list the chunks it was given."""
     with connect(url, api_key) as client:
         model = served_model(client)
@@ -65,6 +65,7 @@ def query(url: str, api_key: str | None, question: str, top_k: int) -> int:
             "model": model,
             "messages": [{"role": "user", "content": question}],
             "retrieval": {"top_k": top_k},
+            **({"blend": {"mode": mode}} if mode else {}),
             "temperature": 0,
             "stream": True,
             "stream_options": {"include_usage": True},
