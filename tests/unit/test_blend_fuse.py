@@ -182,14 +182,17 @@ def test_selection_by_question_attention_needs_a_question() -> None:
         _blend_by_attention(question=[], ratio=0.25)
 
 
-def test_settled_positions_are_read_from_the_cache_not_recomputed() -> None:
+def _blend_after_settled(
+    chunks: list[list[int]], question: list[int], ratio: float, settled_span: int
+) -> tuple[Tensor, BlendResult, list[tuple[Tensor, Tensor]], dict[int, tuple[Tensor, Tensor]]]:
+    """Blend with the positions before chunk ``settled_span`` already in a fake paged cache
+    (holding the full prefill's K/V there); attention reads that cache like vLLM's kernel."""
     from engine.blend.attention import selective_attention
 
     model = tiny_llama()
-    chunks = _random_chunks(3, 20, seed=9)
-    ids, spans = _prompt(chunks, question=[5, 6, 7])
+    ids, spans = _prompt(chunks, question=question)
     reference, _ = _collect(model, ids, [], ratio=1.0)  # nothing cached: the full prefill
-    settled = spans[1][0]
+    settled = spans[settled_span][0]
     adapter = HFAdapter(model)
     paged: dict[int, tuple[Tensor, Tensor]] = {}
 
@@ -205,8 +208,15 @@ def test_settled_positions_are_read_from_the_cache_not_recomputed() -> None:
 
     placed = _placed(model, chunks, spans)
     result = blend_prefill(
-        adapter, ids, placed, rope_spec(), Selection(1.0), write, attend, settled=settled
+        adapter, ids, placed, rope_spec(), Selection(ratio), write, attend, settled=settled
     )
+    return ids, result, reference, paged
+
+
+def test_settled_positions_are_read_from_the_cache_not_recomputed() -> None:
+    chunks = _random_chunks(3, 20, seed=9)
+    ids, result, reference, paged = _blend_after_settled(chunks, [5, 6, 7], 1.0, settled_span=1)
+    settled = len(PREFIX) + 20
     assert int(result.recomputed_positions.min()) == settled
     assert result.recomputed_tokens == len(ids) - settled
     for layer, (keys, values) in enumerate(reference):
@@ -215,29 +225,8 @@ def test_settled_positions_are_read_from_the_cache_not_recomputed() -> None:
 
 
 def test_reuse_of_a_region_holding_only_cached_chunks_after_the_settled_start() -> None:
-    from engine.blend.attention import selective_attention
-
-    model = tiny_llama()
+    # The prefix came from the prefix cache; only cached chunks remain to place.
     chunks = _random_chunks(2, 10, seed=10)
-    ids, spans = _prompt(chunks, question=[])
-    reference, _ = _collect(model, ids, [], ratio=1.0)
-    adapter = HFAdapter(model)
-    settled = spans[0][0]  # the prefix came from the prefix cache; only cached chunks remain
-    written: dict[int, tuple[Tensor, Tensor]] = {}
-
-    def write(layer: int, keys: Tensor, values: Tensor) -> None:
-        exact_keys, exact_values = reference[layer]
-        written[layer] = (
-            torch.cat((exact_keys[:settled], keys[settled:])),
-            torch.cat((exact_values[:settled], values[settled:])),
-        )
-
-    def attend(layer: int, q: Tensor, _k: Tensor, _v: Tensor, positions: Tensor) -> Tensor:
-        return selective_attention(q, *written[layer], positions, adapter.scale)
-
-    placed = _placed(model, chunks, spans)
-    result = blend_prefill(
-        adapter, ids, placed, rope_spec(), Selection(0.0), write, attend, settled=settled
-    )
+    ids, result, reference, paged = _blend_after_settled(chunks, [], 0.0, settled_span=0)
     assert result.recomputed_positions.tolist() == [len(ids) - 1]
-    assert len(written) == model.config.num_hidden_layers
+    assert len(paged) == len(reference)
