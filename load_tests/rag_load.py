@@ -8,7 +8,9 @@
 Ingests synthetic one-fact documents (waiting until their chunk KV is precomputed), then, per
 mode, runs streaming chat clients for a bounded time. Questions pick documents by a zipf law
 (``--facts`` of them per question), retrieval (top-k) builds each prompt from a mix of chunks
-whose order follows the question, and a new document arrives every few seconds.
+whose order follows the question, and a new document arrives every few seconds. Every run gets
+questions of its own (the same ones for every mode), so a later run never replays the prompts an
+earlier one left in vLLM's prefix cache; each mode first runs ``--warmup`` seconds unmeasured.
 
 Without ``--rates``, ``--concurrency`` closed-loop clients send requests back to back. With
 ``--rates``, each mode runs once per rate (ascending, ``--duration`` each) with requests
@@ -106,16 +108,26 @@ def _plan(args: argparse.Namespace, model: str, questions: list[str], mode: str)
     )
 
 
+def question_blocks(questions: list[str], count: int) -> list[list[str]]:
+    """``questions`` cut into ``count`` equal consecutive blocks, one per run, so that no run
+    replays the questions (and the prefix-cached prompts) of an earlier one."""
+    size = len(questions) // count
+    if size == 0:
+        raise ValueError(f"{len(questions)} questions cannot fill {count} runs")
+    return [questions[index * size : (index + 1) * size] for index in range(count)]
+
+
 async def _measure(
     client: httpx.AsyncClient,
     plan: LoadPlan,
     args: argparse.Namespace,
     first_document: int,
     rate_per_s: float | None,
+    duration_s: float,
 ) -> LoadSummary:
     """One bounded run, closed-loop clients or (with a rate) open-loop arrivals."""
     arrivals = asyncio.create_task(_arrivals(client, first_document, args.arrival_every))
-    budget = RequestBudget(args.max_requests, time.perf_counter() + args.duration)
+    budget = RequestBudget(args.max_requests, time.perf_counter() + duration_s)
     try:
         if rate_per_s is None:
             records, elapsed_s = await run_load(client, plan, args.concurrency, budget)
@@ -136,14 +148,19 @@ async def run(args: argparse.Namespace) -> dict[str, list[LoadSummary]]:
         await _ingest(client, range(args.documents))
         await _wait_until_cached(client, args.documents, args.warmup_timeout)
         picks = zipf_choices(args.documents, 10_000 * args.facts, args.zipf, args.seed)
-        questions = mixed_questions(picks, args.facts)
+        rates = args.rates or [None]
+        warmup, *blocks = question_blocks(mixed_questions(picks, args.facts), len(rates) + 1)
         results: dict[str, list[LoadSummary]] = {}
         next_document = args.documents
         for mode in args.modes.split(","):
-            plan = _plan(args, model, questions, mode)
             results[mode] = []
-            for rate in args.rates or [None]:
-                summary = await _measure(client, plan, args, next_document, rate)
+            if args.warmup > 0:
+                plan = _plan(args, model, warmup, mode)
+                await _measure(client, plan, args, next_document, rates[0], args.warmup)
+                next_document += 1000
+            for rate, block in zip(rates, blocks, strict=True):
+                plan = _plan(args, model, block, mode)
+                summary = await _measure(client, plan, args, next_document, rate, args.duration)
                 next_document += 1000
                 results[mode].append(summary)
                 if rate is None:
@@ -163,6 +180,13 @@ def main() -> int:
         "--concurrency", type=int, default=4, help="closed-loop clients (without --rates)"
     )
     parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=20.0,
+        help="seconds of unmeasured load per mode before its runs (at the first rate), with "
+        "questions of their own; 0 for none",
+    )
     parser.add_argument("--max-requests", type=int, default=10_000)
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--top-k", type=int, default=4)

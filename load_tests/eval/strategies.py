@@ -4,14 +4,16 @@
 
 ``check`` is the gradual schedule (layer:scale pairs, comma-separated), ``heads`` the chunk
 head tokens always recomputed, ``metric`` the deviation (k, v, kv) or the question's attention
-(attn), ``norm`` whether deviations
-are normalized per token. Options not given keep the engine's settings.
+(attn) or whole chunks ranked by it (chunk), ``norm`` whether deviations are normalized per
+token. Options not given keep the engine's settings.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
+from engine.blend.select import Metric
 from engine.connector.plan import SelectionOverrides
 from gateway.settings import parse_check_layers
 
@@ -40,8 +42,8 @@ def parse_mode_spec(name: str) -> ModeSpec:
         elif key == "heads":
             fields["chunk_head_tokens"] = int(value)
         elif key == "metric":
-            if value not in ("k", "v", "kv", "attn"):
-                raise ValueError(f"metric must be k, v, kv or attn, got {value!r}")
+            if value not in get_args(Metric):
+                raise ValueError(f"metric must be one of {get_args(Metric)}, got {value!r}")
             fields["metric"] = value
         elif key == "norm":
             fields["normalize"] = value in ("1", "true", "yes")

@@ -7,6 +7,7 @@ import torch
 from torch import Tensor
 
 from engine.blend.fuse import BlendResult, CachedChunk, Selection, blend_prefill
+from engine.blend.select import Metric
 from tests.unit.tiny_llama import HFAdapter, reference_kv, rope_spec, tiny_llama
 
 PREFIX = [1]
@@ -156,7 +157,7 @@ def test_chunk_heads_are_always_recomputed_within_the_ratio(
     assert result.recomputed_tokens == len(PREFIX) + recomputed_chunk_tokens
 
 
-def _blend_by_attention(question: list[int], ratio: float) -> BlendResult:
+def _blend_by_attention(question: list[int], ratio: float, metric: Metric = "attn") -> BlendResult:
     model = tiny_llama()
     chunks = _random_chunks(3, 20, seed=8)
     ids, spans = _prompt(chunks, question=question)
@@ -165,7 +166,7 @@ def _blend_by_attention(question: list[int], ratio: float) -> BlendResult:
         ids,
         _placed(model, chunks, spans),
         rope_spec(),
-        Selection(ratio=ratio, metric="attn"),
+        Selection(ratio=ratio, metric=metric),
         lambda _layer, _k, _v: None,
     )
 
@@ -177,9 +178,10 @@ def test_selection_by_question_attention_recomputes_the_question_and_the_ratio()
     assert result.recomputed_tokens == len(PREFIX) + 15 + 4
 
 
-def test_selection_by_question_attention_needs_a_question() -> None:
-    with pytest.raises(ValueError, match="question"):
-        _blend_by_attention(question=[], ratio=0.25)
+def test_selection_by_question_attention_without_a_question_falls_back_to_v_deviation() -> None:
+    by_attention = _blend_by_attention(question=[], ratio=0.25)
+    by_v = _blend_by_attention(question=[], ratio=0.25, metric="v")
+    assert torch.equal(by_attention.recomputed_positions, by_v.recomputed_positions)
 
 
 def _blend_after_settled(

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from load_tests.rag_load import mixed_questions, synthetic_document, zipf_choices
+import pytest
+
+from load_tests.rag_load import (
+    mixed_questions,
+    question_blocks,
+    synthetic_document,
+    zipf_choices,
+)
 
 
 def test_zipf_popularity_falls_with_rank_and_is_reproducible() -> None:
@@ -34,3 +41,11 @@ def test_mixed_questions_ask_about_consecutive_picks() -> None:
         "What is the capital of Region 7?",
         "What is the capital of Region 2?",
     ]
+
+
+def test_question_blocks_give_each_run_its_own_questions() -> None:
+    questions = [f"q{index}" for index in range(10)]
+    blocks = question_blocks(questions, 3)
+    assert blocks == [["q0", "q1", "q2"], ["q3", "q4", "q5"], ["q6", "q7", "q8"]]
+    with pytest.raises(ValueError, match="cannot fill"):
+        question_blocks(questions[:2], 3)
