@@ -82,11 +82,10 @@ class Settings(BaseSettings):
         description="Gradual filtering: `layer:multiple` pairs; after each check layer keep "
         "multiple x ratio of the cached tokens, the most deviating ones.",
     )
-    blend_metric: Literal["k", "v", "kv", "attn", "chunk"] = Field(
+    blend_metric: Literal["k", "v", "kv", "attn"] = Field(
         "v",
-        description="What selects tokens to recompute: deviation of keys, values or both; "
-        "`attn`, the question's attention to them; or `chunk`, whole chunks in the order of the "
-        "question's attention (with `attn` and `chunk` the question is blended too).",
+        description="What selects tokens to recompute: deviation of keys, values or both, or "
+        "`attn`, the question's attention to them (the question is then blended too).",
     )
     blend_chunk_head_tokens: int = Field(
         8, ge=0, description="Leading tokens of every cached chunk always recomputed in blend mode."

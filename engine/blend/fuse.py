@@ -19,13 +19,11 @@ from torch import Tensor
 from engine.blend.attention import selective_attention
 from engine.blend.rope import RopeSpec, rotate_keys
 from engine.blend.select import (
-    QUESTION_METRICS,
     GradualSchedule,
     Metric,
     keep_count,
     kv_deviation,
     question_attention,
-    rank_by_chunk,
     select_top,
 )
 
@@ -137,10 +135,8 @@ def blend_prefill(
     positions = torch.arange(settled, num_tokens, device=device)
     cached = torch.zeros(num_tokens, dtype=torch.bool, device=device)
     in_chunks = torch.zeros_like(cached)
-    chunk_of_token = torch.full((num_tokens,), len(chunks), dtype=torch.long, device=device)
-    for index, chunk in enumerate(chunks):
+    for chunk in chunks:
         in_chunks[chunk.start : chunk.end] = True
-        chunk_of_token[chunk.start : chunk.end] = index
         cached[chunk.start + selection.chunk_head_tokens : chunk.end] = True
     in_chunks[:settled] = False
     if cached[settled:].all():
@@ -152,7 +148,7 @@ def blend_prefill(
         question_start = max((chunk.end for chunk in chunks), default=0)
     schedule = selection.schedule()
     metric = selection.metric
-    if metric in QUESTION_METRICS and question_start >= num_tokens:
+    if metric == "attn" and question_start >= num_tokens:
         metric = "v"  # nothing after the chunks is blended here, so no question to ask
     active = forced if selection.ratio <= 0 else positions
 
@@ -167,11 +163,8 @@ def blend_prefill(
         keep = None if schedule is None else keep_count(schedule, layer, chunk_tokens)
         if keep is not None:
             keep = max(0, keep - head_tokens)
-            if metric in QUESTION_METRICS:
+            if metric == "attn":
                 scores = _question_attention(q, active, k_fused, question_start, model.scale)
-                if metric == "chunk":
-                    scores = rank_by_chunk(scores, chunk_of_token)
-                scores = scores[active]
             else:
                 stored = (k_cached[active], v_cached[active])
                 scores = kv_deviation(k_fresh, v_fresh, *stored, metric, selection.normalize)
@@ -206,9 +199,9 @@ def _cached_layer(
 def _question_attention(
     q: Tensor, active: Tensor, keys: Tensor, question_start: int, scale: float
 ) -> Tensor:
-    """Per position: the attention the question (tokens after the last chunk) pays to it."""
+    """Per active row: the attention the question (tokens after the last chunk) pays to it."""
     asking = active >= question_start
-    return question_attention(q[asking], active[asking], keys, scale)
+    return question_attention(q[asking], active[asking], keys, scale)[active]
 
 
 def _rows_to_keep(active: Tensor, cached: Tensor, scores: Tensor, keep: int) -> Tensor:

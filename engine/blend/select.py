@@ -13,12 +13,9 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-Metric = Literal["k", "v", "kv", "attn", "chunk"]
-"""K, V or K+V deviation from the cache; "attn", the question's attention to each token; or
-"chunk", whole chunks in the order of the question's attention to them."""
+Metric = Literal["k", "v", "kv", "attn"]
+"""K, V or K+V deviation from the cache; or "attn", the question's attention to each token."""
 DEVIATION_METRICS = ("k", "v", "kv")
-QUESTION_METRICS = ("attn", "chunk")
-"""Metrics that read the question's attention, so the question must be blended too."""
 
 _EPS = 1e-6
 
@@ -80,16 +77,6 @@ def question_attention(
     future = key_positions[None, :] > query_positions.to(keys.device)[:, None]
     logits.masked_fill_(future[None], float("-inf"))
     return logits.softmax(dim=-1).sum(dim=(0, 1))
-
-
-def rank_by_chunk(token_scores: Tensor, chunk_of_token: Tensor) -> Tensor:
-    """Scores that order tokens chunk by chunk: by their chunk's summed ``token_scores`` first,
-    then by their own score. ``chunk_of_token`` holds each token's chunk index (>= 0)."""
-    scores = token_scores.float()
-    totals = torch.zeros(int(chunk_of_token.max()) + 1, dtype=scores.dtype, device=scores.device)
-    totals.index_add_(0, chunk_of_token, scores)
-    chunk_rank = totals.argsort().argsort().to(scores.dtype)
-    return chunk_rank[chunk_of_token] + scores / (scores.abs().max() + 1)
 
 
 def _fraction_count(fraction: float, num: int) -> int:

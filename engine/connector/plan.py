@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from engine.blend.select import QUESTION_METRICS, Metric
+from engine.blend.select import Metric
 
 Mode = Literal["blend", "reuse", "full"]
 MODES: tuple[Mode, ...] = ("blend", "reuse", "full")
@@ -78,7 +78,7 @@ class BlendPlan:
         if not self.spans or self.mode == "full":
             return 0
         metric = self.overrides.metric or default_metric
-        asks_question = self.mode == "blend" and metric in QUESTION_METRICS
+        asks_question = self.mode == "blend" and metric == "attn"
         end = num_prompt_tokens if asks_question else self.spans[-1].end
         return min(end, num_prompt_tokens - 1)
 

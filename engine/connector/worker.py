@@ -11,7 +11,6 @@ import torch
 from torch import Tensor
 
 from engine.blend.fuse import Attend, CachedChunk, Selection, blend_prefill
-from engine.blend.select import QUESTION_METRICS
 from engine.connector.metadata import BlendJob
 from engine.connector.model import VllmDecoder, find_model_runner_model
 from engine.connector.paged_attention import CpuPagedAttention
@@ -159,7 +158,7 @@ class BlendWorker:
     def _settled(job: BlendJob, attention_reads_cache: bool, selection: Selection) -> int:
         """Leading positions vLLM's prefix cache already holds, which the blend can skip when its
         attention reads them from the paged cache (question attention needs their keys)."""
-        if not attention_reads_cache or selection.metric in QUESTION_METRICS:
+        if not attention_reads_cache or selection.metric == "attn":
             return 0
         return job.num_local_cached
 

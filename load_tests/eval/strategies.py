@@ -4,8 +4,8 @@
 
 ``check`` is the gradual schedule (layer:scale pairs, comma-separated), ``heads`` the chunk
 head tokens always recomputed, ``metric`` the deviation (k, v, kv) or the question's attention
-(attn) or whole chunks ranked by it (chunk), ``norm`` whether deviations are normalized per
-token. Options not given keep the engine's settings.
+(attn), ``norm`` whether deviations are normalized per token. Options not given keep the
+engine's settings.
 """
 
 from __future__ import annotations
