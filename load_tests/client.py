@@ -81,6 +81,20 @@ def request_body(plan: LoadPlan, prompt: str) -> dict[str, Any]:
     return {**body, **plan.extra_body}
 
 
+async def wait_until_ready(client: httpx.AsyncClient, timeout_s: float) -> None:
+    """Poll ``GET /health`` until the server reports ready (200); raise after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if (await client.get("/health")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the server was not ready within {timeout_s:g} s")
+        await asyncio.sleep(1)
+
+
 async def first_served_model(client: httpx.AsyncClient) -> str:
     """The first model id that ``GET /v1/models`` lists."""
     response = await client.get("/v1/models")

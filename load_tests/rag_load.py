@@ -36,7 +36,13 @@ from pathlib import Path
 import httpx
 
 from load_tests.bench_prompts import WORDS
-from load_tests.client import LoadPlan, RequestBudget, first_served_model, run_load
+from load_tests.client import (
+    LoadPlan,
+    RequestBudget,
+    first_served_model,
+    run_load,
+    wait_until_ready,
+)
 from load_tests.loadgen import is_loopback_url
 from load_tests.open_loop import DEFAULT_MAX_IN_FLIGHT, run_at_rate
 from load_tests.rate_sweep import comparison_text, parse_rates, rate_table, rates_document
@@ -144,6 +150,7 @@ async def run(args: argparse.Namespace) -> dict[str, list[LoadSummary]]:
     """Per mode, one summary: of the closed-loop run, or of each ``--rates`` run in order."""
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=600) as client:
+        await wait_until_ready(client, args.warmup_timeout)
         model = await first_served_model(client)
         await _ingest(client, range(args.documents))
         await _wait_until_cached(client, args.documents, args.warmup_timeout)
@@ -215,7 +222,12 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--request-timeout", type=float, default=300.0)
-    parser.add_argument("--warmup-timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--warmup-timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait for the server to be ready and the documents precomputed",
+    )
     parser.add_argument("--json-out", default="load_tests/results/rag_load.json")
     args = parser.parse_args()
     if not is_loopback_url(args.url):

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from load_tests.client import LoadPlan, RequestBudget
+from load_tests.client import LoadPlan, RequestBudget, wait_until_ready
 from load_tests.open_loop import DROPPED, poisson_gaps, run_at_rate
 from load_tests.rate_sweep import (
     comparison_text,
@@ -143,3 +143,33 @@ def test_parse_rates_sorts_and_rejects_bad_lists() -> None:
     for text in ("1,x", "0,1", "-1", "inf"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_rates(text)
+
+
+def _health_client(statuses: list[int]) -> httpx.AsyncClient:
+    """A server whose ``/health`` answers the given statuses in turn, then keeps the last."""
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/health"
+        return httpx.Response(statuses.pop(0) if len(statuses) > 1 else statuses[0])
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(respond), base_url="http://x")
+
+
+async def test_wait_until_ready_polls_until_the_server_is_ready(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(asyncio, "sleep", _no_sleep)
+    statuses = [503, 503, 200]
+    async with _health_client(statuses) as client:
+        await wait_until_ready(client, timeout_s=60)
+    assert statuses == [200]
+
+
+async def test_wait_until_ready_gives_up_after_the_timeout() -> None:
+    async with _health_client([503]) as client:
+        with pytest.raises(TimeoutError, match="not ready"):
+            await wait_until_ready(client, timeout_s=0)
+
+
+async def _no_sleep(_seconds: float) -> None:
+    return None
