@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine.connector.plan import ChunkSpan
+from gateway.context_passages import CONTEXT_PASSAGES
 from gateway.errors import APIError
 from gateway.protocol import ChatMessage
 
 CHUNK_SEPARATOR = "\n\n"
-PrefixKind = Literal["plain", "chat"]
+PrefixKind = Literal["plain", "chat", "passages"]
 _SENTINEL = "\u2063ragblend-documents\u2063"
 
 
@@ -53,11 +54,15 @@ def chat_head(tokenizer: Any) -> list[int]:
 
 
 def chunk_prefix(tokenizer: Any, kind: PrefixKind = "plain") -> list[int]:
-    """The fixed tokens every chunk is precomputed behind (not stored): the completion head, or
-    the chat head, which puts each chunk's cached KV closer to what chat prompts give it."""
-    if kind == "chat" and getattr(tokenizer, "chat_template", None):
-        return chat_head(tokenizer)
-    return completion_head(tokenizer)
+    """The fixed tokens every chunk is precomputed behind (not stored): the completion head; the
+    chat head, which puts each chunk's cached KV closer to what chat prompts give it; or the
+    chat head followed by neutral passages, as most chunks follow other passages."""
+    has_chat = bool(getattr(tokenizer, "chat_template", None))
+    head = chat_head(tokenizer) if kind != "plain" and has_chat else completion_head(tokenizer)
+    if kind != "passages":
+        return head
+    passages = "".join(passage + CHUNK_SEPARATOR for passage in CONTEXT_PASSAGES)
+    return head + tokenizer.encode(passages, add_special_tokens=False)
 
 
 def document_chunks(documents: list[str], tokenizer: Any) -> Chunks:

@@ -102,10 +102,11 @@ class Settings(BaseSettings):
         "`documents` nor `retrieval`.",
     )
     retrieval_top_k: int = Field(6, ge=1, le=64, description="Chunks retrieved by default.")
-    chunk_prefix: Literal["plain", "chat"] = Field(
+    chunk_prefix: Literal["plain", "chat", "passages"] = Field(
         "chat",
         description="What chunk KV is precomputed behind: `plain` (BOS or a newline, what "
-        "completion prompts start with) or `chat` (the chat template's system and user head).",
+        "completion prompts start with), `chat` (the chat template's system and user head) or "
+        "`passages` (the chat head, then three neutral passages: chunks meet real ones).",
     )
     chunk_tokens: int = Field(
         384, ge=64, le=2048, description="Largest ingested chunk, in the served model's tokens."

@@ -25,8 +25,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+from gateway.rag_prompt import PrefixKind
 from load_tests.eval.strategies import ModeSpec, parse_mode_spec
 from load_tests.eval.summaries import DEFAULT_CHUNK_WORDS, DEFAULT_CHUNKS
 from load_tests.eval.tasks import SCORE_LABELS, TASKS, EvalTask
@@ -191,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--head-tokens", type=int, default=8)
     parser.add_argument(
         "--chunk-prefix",
-        choices=["plain", "chat"],
+        choices=list(get_args(PrefixKind)),
         default="chat",
         help="what chunks are precomputed behind (RAGBLEND_CHUNK_PREFIX)",
     )

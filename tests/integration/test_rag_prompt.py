@@ -39,3 +39,13 @@ def test_completion_prompts_keep_the_plain_head_whatever_chunks_are_computed_beh
     head = chunk_prefix(tokenizer, "plain")
     assert head == completion_head(tokenizer)
     assert prompt.token_ids[: len(head)] == head and prompt.spans[0].start == len(head)
+
+
+def test_passages_prefix_is_the_chat_head_then_passages_ending_in_a_chunk_separator(
+    tokenizer: Any,
+) -> None:
+    head = chunk_prefix(tokenizer, "chat")
+    prefix = chunk_prefix(tokenizer, "passages")
+    assert prefix[: len(head)] == head and len(prefix) > len(head) + 100
+    text = tokenizer.decode(prefix[len(head) :])
+    assert text.startswith("The Harbour Museum") and text.endswith("city council.\n\n")
