@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     )
     retrieval_top_k: int = Field(6, ge=1, le=64, description="Chunks retrieved by default.")
     chunk_prefix: Literal["plain", "chat", "passages"] = Field(
-        "chat",
+        "passages",
         description="What chunk KV is precomputed behind: `plain` (BOS or a newline, what "
         "completion prompts start with), `chat` (the chat template's system and user head) or "
         "`passages` (the chat head, then three neutral passages: chunks meet real ones).",

@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--chunk-prefix",
         choices=list(get_args(PrefixKind)),
-        default="chat",
+        default="passages",
         help="what chunks are precomputed behind (RAGBLEND_CHUNK_PREFIX)",
     )
     parser.add_argument("--out", default="docs/bench/quality")
