@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from engine.connector.plan import BlendPlan, ChunkSpan, eviction_params
+from engine.contract import BlendPlan, BlendStats, ChunkSpan, eviction_params, stats_in
 from engine.runtime import Engine
 
 
@@ -20,7 +20,7 @@ class ChunkCache:
         self.engine = engine
         self.prefix = list(prefix)
 
-    async def precompute(self, chunk: list[int]) -> dict[str, Any] | None:
+    async def precompute(self, chunk: list[int]) -> BlendStats | None:
         """Compute and store ``chunk``'s KV; returns the worker's statistics."""
         if not self.engine.blending:
             return None
@@ -36,7 +36,7 @@ class ChunkCache:
 
     async def _run(
         self, kind: str, prompt: list[int], transfer: dict[str, Any]
-    ) -> dict[str, Any] | None:
+    ) -> BlendStats | None:
         from vllm import SamplingParams
 
         request_id = f"{kind}-{uuid.uuid4().hex}"
@@ -46,5 +46,5 @@ class ChunkCache:
         stats = None
         async for output in self.engine.generate(request_id, prompt, params, request_id):
             if output.finished:
-                stats = (output.kv_transfer_params or {}).get("ragblend_stats")
+                stats = stats_in(output.kv_transfer_params)
         return stats

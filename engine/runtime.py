@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
+import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.connector.settings import BlendSettings
+from engine.contract import BlendSettings
 from engine.platform import Device, prepare_environment
 
 if TYPE_CHECKING:
@@ -69,9 +69,8 @@ class Engine:
         if options.blend is not None:
             reason = blending_unsupported_reason(options.model_dir)
             if reason is None:
-                # Statistics of requests that never finished before a restart mean nothing now.
-                shutil.rmtree(options.blend.stats_dir, ignore_errors=True)
-                kv_transfer_config = _connector_config(options.blend)
+                blend = replace(options.blend, stats_channel=uuid.uuid4().hex)
+                kv_transfer_config = _connector_config(blend)
             else:
                 log.warning("blending off, every request is a full prefill: %s", reason)
                 self.blending = False

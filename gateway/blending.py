@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.connector.plan import BlendPlan
+from engine.contract import BlendPlan, BlendStats
 from engine.runtime import Engine
 from gateway.protocol import BlendOptions
 from gateway.rag_prompt import ChunkedPrompt
@@ -14,21 +14,18 @@ from gateway.settings import Settings
 
 @dataclass(frozen=True)
 class BlendRequest:
+    """A prompt with chunks, in the one shape the engine's connector receives it."""
+
     token_ids: list[int]
     plan: BlendPlan
 
     @property
     def cache_salt(self) -> str | None:
-        """Blended KV is approximate: vLLM's prefix cache shares it only with the same recipe."""
-        if self.plan.mode == "full":
-            return None
-        return f"ragblend:{self.plan.mode}:{self.plan.recompute_ratio}"
+        return self.plan.cache_salt
 
     @property
     def extra_args(self) -> dict[str, Any] | None:
-        if self.plan.mode == "full":
-            return None
-        return {"kv_transfer_params": self.plan.to_params()}
+        return self.plan.extra_args()
 
 
 def blend_request(
@@ -45,27 +42,10 @@ def blend_request(
 
 
 def blend_summary(
-    plan: BlendPlan, stats: dict[str, Any] | None, prompt_tokens: int, cached_tokens: int
+    plan: BlendPlan, stats: BlendStats | None, prompt_tokens: int, cached_tokens: int
 ) -> dict[str, Any]:
     """What the response reports. Without worker statistics no chunk was blended: vLLM's prefix
     cache served the whole chunk region, or the request was a full prefill."""
-    if stats is not None:
-        return {key: stats[key] for key in SUMMARY_KEYS}
-    return {
-        "mode": plan.mode,
-        "reused_tokens": 0,
-        "recomputed_tokens": prompt_tokens - cached_tokens,
-        "chunks_hit": 0,
-        "chunks_missed": 0,
-        "prefix_cached_tokens": cached_tokens,
-    }
-
-
-SUMMARY_KEYS = (
-    "mode",
-    "reused_tokens",
-    "recomputed_tokens",
-    "chunks_hit",
-    "chunks_missed",
-    "prefix_cached_tokens",
-)
+    if stats is None:
+        stats = BlendStats.without_blend(plan.mode, prompt_tokens, cached_tokens)
+    return stats.to_dict()

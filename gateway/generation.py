@@ -12,6 +12,7 @@ from typing import Any
 from vllm import SamplingParams
 from vllm.utils.async_utils import merge_async_iterators
 
+from engine.contract import BlendStats, stats_in
 from engine.runtime import Engine
 from gateway.blending import BlendRequest, blend_summary
 
@@ -62,7 +63,7 @@ class Generation:
 
     def __post_init__(self) -> None:
         self.usage = Usage(prompt_tokens=sum(len(ids) for ids in self.prompts))
-        self.blend_stats: dict[str, Any] | None = None
+        self.blend_stats: BlendStats | None = None
 
     def blend_summary(self) -> dict[str, Any] | None:
         if self.blend is None:
@@ -104,10 +105,10 @@ class Generation:
     def _record_cache_use(self, output: Any) -> None:
         if not output.finished:
             return
-        stats = (output.kv_transfer_params or {}).get("ragblend_stats")
+        stats = stats_in(output.kv_transfer_params)
         if stats is not None:
             self.blend_stats = stats
-            self.usage.cached_tokens += stats["reused_tokens"] + stats["prefix_cached_tokens"]
+            self.usage.cached_tokens += stats.cached_tokens
         else:
             self.usage.cached_tokens += output.num_cached_tokens or 0
 

@@ -62,7 +62,7 @@ class Precomputer:
             await asyncio.to_thread(store.mark_chunk_cached, row.id)  # do not retry forever
             return
         if stats is not None:
-            PRECOMPUTED_CHUNKS.labels("hit" if stats["chunks_hit"] else "miss").inc()
+            PRECOMPUTED_CHUNKS.labels("hit" if stats.chunks_hit else "miss").inc()
         if not await asyncio.to_thread(store.mark_chunk_cached, row.id):
             # The document was deleted meanwhile: drop what was just stored for it.
             await self.chunk_cache.evict([row.token_ids])

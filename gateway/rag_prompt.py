@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.connector.plan import ChunkSpan
+from engine.contract import ChunkSpan
 from gateway.context_passages import CONTEXT_PASSAGES
 from gateway.errors import APIError
 from gateway.protocol import ChatMessage

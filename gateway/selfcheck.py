@@ -3,8 +3,8 @@
 A few synthetic retrieval prompts (shuffled documents, one question each) go through ``full``,
 ``blend`` at ratio 1.0 (must reproduce full), ``blend`` at the server's default ratio, and
 ``reuse`` (no recompute, the lower bound). Reported per mode: how often the greedy answer equals
-full's, and the divergence of the first token's distribution from full's. ``--eval-items N`` adds
-the F1 gap on real QA data (``gateway/selfcheck_eval.py``).
+full's, and the divergence of the first token's distribution from full's. The F1 gap on real QA
+data is the evaluation harness's job: ``python -m load_tests.eval.server_gap``.
 """
 
 from __future__ import annotations
@@ -124,4 +124,5 @@ def main(url: str, api_key: str | None, prompts: int) -> int:
         print("FAIL: blend at ratio 1.0 differs from full prefill", file=sys.stderr)
         return 1
     print("OK: blend at ratio 1.0 reproduces full prefill")
+    print("answer quality on real data: python -m load_tests.eval.server_gap --url URL --items N")
     return 0

@@ -43,12 +43,10 @@ async def time_to_first_token(engine: Any, prompt: Any, mode: str, salt: str | N
     """Seconds until ``engine`` streams the first token of ``prompt`` in ``mode``."""
     from vllm import SamplingParams
 
-    from engine.connector.plan import BlendPlan
+    from engine.contract import BlendPlan
 
     blend_mode, ratio = MODES[mode]
-    extra = None
-    if blend_mode != "full":
-        extra = {"kv_transfer_params": BlendPlan(blend_mode, ratio, prompt.spans).to_params()}
+    extra = BlendPlan(blend_mode, ratio, prompt.spans).extra_args()
     params = SamplingParams(max_tokens=1, temperature=0, extra_args=extra)
     started = time.perf_counter()
     async for _ in engine.generate(salt or "bench", prompt.token_ids, params, salt):

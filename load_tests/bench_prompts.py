@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from engine.connector.plan import ChunkSpan
+from engine.contract import ChunkSpan
 
 WORDS = [
     "the",

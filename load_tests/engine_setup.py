@@ -29,7 +29,7 @@ def start_engine(
     """Provision ``model`` if needed and start it with a chunk store under ``workdir``."""
     from transformers import AutoTokenizer
 
-    from engine.connector.settings import BlendSettings
+    from engine.contract import BlendSettings
     from engine.models.provision import resolve_model
     from engine.platform import resolve_device
     from engine.runtime import Engine, EngineOptions
@@ -40,8 +40,7 @@ def start_engine(
     prefix = chunk_prefix(tokenizer, prefix_kind)
     blend = BlendSettings(
         model_name=model,
-        store_dir=str(workdir / "store"),
-        stats_dir=str(workdir / "stats"),
+        chunk_kv_dir=str(workdir),
         memory_bytes=memory_bytes,
         disk_bytes=None,
         chunk_prefix=tuple(prefix),

@@ -20,12 +20,12 @@ from engine.blend.attention import selective_attention
 from engine.blend.rope import RopeSpec, rotate_keys
 from engine.blend.select import (
     GradualSchedule,
-    Metric,
     keep_count,
     kv_deviation,
     question_attention,
     select_top,
 )
+from engine.contract import DEFAULT_CHECK_LAYERS, DEFAULT_METRIC, CheckLayers, Metric
 
 
 class DecoderAdapter(Protocol):
@@ -64,8 +64,8 @@ class Selection:
     """How many chunk tokens to recompute: a ratio shaped over check layers by multipliers."""
 
     ratio: float
-    check_layers: tuple[tuple[int, float], ...] = ((1, 2.0), (2, 1.5), (3, 1.0))
-    metric: Metric = "v"
+    check_layers: CheckLayers = DEFAULT_CHECK_LAYERS
+    metric: Metric = DEFAULT_METRIC
     normalize: bool = False
     chunk_head_tokens: int = 0
     """Leading tokens of every chunk always recomputed: alone, they sat right after the fixed

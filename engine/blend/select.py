@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Literal
 
 import torch
 from torch import Tensor
 
-Metric = Literal["k", "v", "kv", "attn"]
-"""K, V or K+V deviation from the cache; or "attn", the question's attention to each token."""
-DEVIATION_METRICS = ("k", "v", "kv")
+from engine.contract import DEVIATION_METRICS, Metric
 
 _EPS = 1e-6
 

@@ -19,9 +19,9 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 
 from engine.connector.metadata import BlendConnectorMetadata
 from engine.connector.scheduler import BlendScheduler
-from engine.connector.settings import BlendSettings
-from engine.connector.stats import StatsMailbox
+from engine.connector.stats import StatsInbox
 from engine.connector.worker import BlendWorker
+from engine.contract import BlendSettings
 
 if TYPE_CHECKING:
     import torch
@@ -47,17 +47,23 @@ class RagblendConnector(KVConnectorBase_V1):
         extra = self._kv_transfer_config.kv_connector_extra_config
         settings = BlendSettings.from_extra_config(extra)
         if role == KVConnectorRole.SCHEDULER:
-            self._scheduler = BlendScheduler(StatsMailbox(settings.stats_dir), settings.metric)
+            self._scheduler = BlendScheduler(StatsInbox(settings.stats_channel), settings.metric)
         else:
             self._worker = BlendWorker(settings, vllm_config.cache_config.block_size)
 
     # Worker side
 
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        """Worker, once at start-up after the paged cache is allocated: finds the model on the
+        calling model runner and fingerprints it for the chunk store's keys."""
         assert self._worker is not None
         self._worker.register(kv_caches)
 
     def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
+        """Worker, every step, before (or for steps without external loads, after) the forward
+        pass: deletes the chunks this step's metadata evicts, then fills each new job's claimed
+        slots with blended KV and posts its statistics. Returns when the slots are written. Raises
+        only if an exact computation of a region fails too (the engine is then broken)."""
         assert self._worker is not None
         metadata = self._get_connector_metadata()
         assert isinstance(metadata, BlendConnectorMetadata)
@@ -68,6 +74,7 @@ class RagblendConnector(KVConnectorBase_V1):
         self._worker.run(jobs)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
+        """Worker: nothing to wait for, ``start_load_kv`` wrote every layer already."""
         return
 
     def save_kv_layer(
@@ -80,36 +87,51 @@ class RagblendConnector(KVConnectorBase_V1):
         return
 
     def wait_for_save(self) -> None:
+        """Worker: chunks are stored from ``start_load_kv``; the store persists asynchronously."""
         return
 
     def shutdown(self) -> None:
+        """Either side, once when the engine stops: flushes pending disk writes, closes the
+        statistics channel."""
         if self._worker is not None:
-            self._worker.store.close()
+            self._worker.close()
+        if self._scheduler is not None:
+            self._scheduler.close()
 
     # Scheduler side
 
     def get_num_new_matched_tokens(
         self, request: Request, num_computed_tokens: int
     ) -> tuple[int | None, bool]:
+        """Scheduler, each time a waiting request is considered: how many prompt tokens past
+        vLLM's own prefix hit the worker will fill (the chunk region), loaded synchronously.
+        A malformed plan claims nothing (the request is then a plain prefill)."""
         assert self._scheduler is not None
         return self._scheduler.num_new_matched_tokens(request, num_computed_tokens), False
 
     def on_new_request(self, request: Request) -> None:
+        """Scheduler, once per request as it arrives: queues the chunk evictions it carries."""
         assert self._scheduler is not None
         self._scheduler.note_new_request(request)
 
     def update_state_after_alloc(
         self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
     ) -> None:
+        """Scheduler, after blocks were allocated for a request: keeps its claim when vLLM
+        granted the external tokens, drops it otherwise."""
         assert self._scheduler is not None
         self._scheduler.after_alloc(request, blocks, num_external_tokens)
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
+        """Scheduler, once per step: the jobs (claimed requests scheduled now, new or resumed)
+        and evictions the worker carries out in this step. Resets both."""
         assert self._scheduler is not None
         return self._scheduler.build_metadata(scheduler_output)
 
     def request_finished(
         self, request: Request, block_ids: list[int]
     ) -> tuple[bool, dict[str, Any] | None]:
+        """Scheduler, when a request finishes or is aborted: frees nothing asynchronously (False)
+        and returns the worker's statistics as ``kv_transfer_params`` for the client."""
         assert self._scheduler is not None
         return False, self._scheduler.finished(request)

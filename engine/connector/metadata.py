@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorMetadata
 
-from engine.connector.plan import BlendPlan
+from engine.contract import BlendPlan
 
 
 @dataclass(frozen=True)

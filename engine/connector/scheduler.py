@@ -7,15 +7,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.connector.metadata import BlendConnectorMetadata, BlendJob
-from engine.connector.plan import BlendPlan, evictions_in
-from engine.connector.stats import StatsMailbox
+from engine.connector.stats import StatsInbox
+from engine.contract import BlendPlan, Metric, evictions_in, stats_params
 
 if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.request import Request
-
-    from engine.blend.select import Metric
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +27,14 @@ class _Claim:
 
 
 class BlendScheduler:
-    def __init__(self, mailbox: StatsMailbox, default_metric: Metric) -> None:
+    """Runs in the engine core's scheduler thread; never raises on a request's contents."""
+
+    def __init__(self, inbox: StatsInbox, default_metric: Metric) -> None:
         self._default_metric = default_metric
         self._claims: dict[str, _Claim] = {}
         self._ready: set[str] = set()
         self._evictions: list[list[int]] = []
-        self._mailbox = mailbox
+        self._inbox = inbox
 
     def note_new_request(self, request: Request) -> None:
         try:
@@ -46,7 +46,7 @@ class BlendScheduler:
         """Tokens past vLLM's own prefix hit that the worker will fill by blending."""
         try:
             plan = BlendPlan.from_params(request.kv_transfer_params)
-        except (KeyError, TypeError, ValueError) as exc:
+        except ValueError as exc:
             log.warning("request %s: ignoring a malformed blend plan: %s", request.request_id, exc)
             return 0
         if plan is None:
@@ -72,6 +72,7 @@ class BlendScheduler:
             new_blocks = cached.new_block_ids[index]
             if req_id in cached.resumed_req_ids and new_blocks is not None:
                 block_ids[req_id] = new_blocks[0]
+        self._inbox.drain()
         metadata = BlendConnectorMetadata(evictions=self._evictions)
         self._evictions = []
         for req_id in self._ready & block_ids.keys():
@@ -89,8 +90,11 @@ class BlendScheduler:
         self._ready -= block_ids.keys()
         return metadata
 
+    def close(self) -> None:
+        self._inbox.close()
+
     def finished(self, request: Request) -> dict[str, Any] | None:
         self._claims.pop(request.request_id, None)
         self._ready.discard(request.request_id)
-        stats = self._mailbox.collect(request.request_id)
-        return None if stats is None else {"ragblend_stats": stats}
+        stats = self._inbox.collect(request.request_id)
+        return None if stats is None else stats_params(stats)

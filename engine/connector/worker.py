@@ -1,4 +1,11 @@
-"""Worker half: fill each claimed prompt region with blended chunk KV, store missed chunks."""
+"""Worker half: fill each claimed prompt region with blended chunk KV, store missed chunks.
+
+A job reads in three steps: ``_place`` sorts its chunks into verified hits and misses to
+capture, ``_fill`` runs the blend and writes the paged cache, ``_store`` keeps what was
+captured. Nothing read from the chunk store may take the engine down: an entry that fails
+verification or reading is a miss (and deleted), and a blend that fails for any other reason
+is redone as an exact computation of the claimed region, reported as ``fell_back``.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +21,13 @@ from engine.blend.fuse import Attend, CachedChunk, Selection, blend_prefill
 from engine.connector.metadata import BlendJob
 from engine.connector.model import VllmDecoder, find_model_runner_model
 from engine.connector.paged_attention import CpuPagedAttention
-from engine.connector.plan import SelectionOverrides
-from engine.connector.settings import BlendSettings
-from engine.connector.stats import StatsMailbox
+from engine.connector.stats import StatsOutbox
+from engine.contract import BlendSettings, BlendStats, SelectionOverrides
 from engine.kvstore.codec import CorruptEntry
 from engine.kvstore.entry import ChunkKV
+from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey, model_fingerprint
+from engine.kvstore.secret import load_or_create_secret
 from engine.kvstore.store import ChunkKVStore
 
 log = logging.getLogger(__name__)
@@ -47,17 +55,32 @@ class _Capture:
         return ChunkKV(torch.stack(self.keys), torch.stack(self.values), self.token_ids)
 
 
+@dataclass
+class _Placement:
+    """Where each chunk of a job comes from: the store (hits) or this computation (captures)."""
+
+    hits: list[CachedChunk] = field(default_factory=list)
+    captures: list[_Capture] = field(default_factory=list)
+    rejected: int = 0
+
+
 class BlendWorker:
+    """Lives in the model runner's process; every method runs in its thread, between steps."""
+
     def __init__(self, settings: BlendSettings, block_size: int) -> None:
         self.settings = settings
         self.block_size = block_size
         self.store = ChunkKVStore.create(
-            settings.memory_bytes, settings.store_dir, settings.disk_bytes
+            settings.memory_bytes,
+            settings.store_dir,
+            settings.disk_bytes,
+            secret=load_or_create_secret(settings.secret_path),
         )
         self.decoder: VllmDecoder | None = None
         self.fingerprint = ""
+        self.fallbacks = 0
         self._kv_caches: dict[str, Tensor] = {}
-        self._mailbox = StatsMailbox(settings.stats_dir)
+        self._outbox = StatsOutbox(settings.stats_channel)
 
     def register(self, kv_caches: dict[str, Tensor]) -> None:
         self._kv_caches = kv_caches
@@ -76,10 +99,15 @@ class BlendWorker:
             self.store.delete(ChunkKey.for_chunk(self.fingerprint, token_ids))
 
     def run(self, jobs: list[BlendJob]) -> None:
+        """Fill every job's claimed slots; raises only if even an exact computation fails."""
         for job in jobs:
-            self._mailbox.post(job.request_id, self._run_with_retry(job))
+            self._outbox.post(job.request_id, self._run_safely(job))
 
-    def _run_with_retry(self, job: BlendJob) -> dict[str, Any]:
+    def close(self) -> None:
+        self.store.close()
+        self._outbox.close()
+
+    def _run_safely(self, job: BlendJob) -> BlendStats:
         unreadable: set[ChunkKey] = set()
         while True:
             try:
@@ -88,33 +116,91 @@ class BlendWorker:
                 log.warning("%s; treating it as a miss", exc)
                 self.store.delete(exc.key)
                 unreadable.add(exc.key)
+            except Exception:
+                log.exception("blending request %s failed; computing it exactly", job.request_id)
+                self.fallbacks += 1
+                return self._run_exact(job)
 
-    def _run(self, job: BlendJob, unreadable: set[ChunkKey]) -> dict[str, Any]:
-        assert self.decoder is not None, "the connector claims nothing without a decoder"
-        decoder = self.decoder
-        device = next(iter(self._kv_caches.values())).device
-        token_ids = torch.tensor(job.token_ids, device=device)
-        ratio = job.plan.effective_ratio if decoder.rope is not None else 1.0
+    def _run(self, job: BlendJob, unreadable: set[ChunkKey]) -> BlendStats:
+        placement = self._place(job, unreadable)
+        ratio = job.plan.effective_ratio if self._decoder.rope is not None else 1.0
         selection = self._selection(ratio, job.plan.overrides)
-        hits, captures = [], []
+        result = self._fill(job, placement, selection)
+        self._store(placement.captures)
+        # Positions before num_local_cached came from vLLM's prefix cache, not from this blend.
+        return BlendStats(
+            mode=job.plan.mode,
+            reused_tokens=result.reused_from(job.num_local_cached),
+            recomputed_tokens=result.recomputed_from(job.num_local_cached),
+            chunks_hit=len(placement.hits),
+            chunks_missed=len(placement.captures),
+            prefix_cached_tokens=job.num_local_cached,
+            rejected_chunks=placement.rejected,
+        )
+
+    def _run_exact(self, job: BlendJob) -> BlendStats:
+        """The claimed region computed exactly, as a full prefill would; nothing is stored."""
+        self._fill(job, _Placement(), Selection(1.0), capture=False)
+        return BlendStats(
+            mode=job.plan.mode,
+            reused_tokens=0,
+            recomputed_tokens=job.claim_end - job.num_local_cached,
+            chunks_hit=0,
+            chunks_missed=len(job.plan.spans),
+            prefix_cached_tokens=job.num_local_cached,
+            fell_back=True,
+        )
+
+    @property
+    def _decoder(self) -> VllmDecoder:
+        assert self.decoder is not None, "the connector claims nothing without a decoder"
+        return self.decoder
+
+    def _expectation(self, token_ids: list[int]) -> EntryExpectation:
+        decoder = self._decoder
+        return EntryExpectation(
+            token_ids, decoder.num_layers, decoder.num_kv_heads, decoder.head_dim, decoder.dtype
+        )
+
+    def _place(self, job: BlendJob, unreadable: set[ChunkKey]) -> _Placement:
+        placement = _Placement()
+        reusable = self._decoder.rope is not None and job.plan.mode != "full"
+        rejected_before = self._rejected()
         for span in job.plan.spans:
             if span.end > job.claim_end:
                 break  # a chunk cut by the claim's end is computed like any uncached token
             chunk_tokens = job.token_ids[span.start : span.end]
             key = ChunkKey.for_chunk(self.fingerprint, chunk_tokens)
-            stream = None if key in unreadable else self.store.prefetch_layers(key)
-            if stream is not None and decoder.rope is not None and job.plan.mode != "full":
+            stream = None
+            if reusable and key not in unreadable:
+                stream = self.store.prefetch_layers(key, self._expectation(chunk_tokens))
+            if stream is not None:
                 prefix_len = len(self.settings.chunk_prefix)
-                hits.append(CachedChunk(span.start, span.end, prefix_len, _layers(stream, key)))
+                placement.hits.append(
+                    CachedChunk(span.start, span.end, prefix_len, _layers(stream, key))
+                )
             else:
-                if stream is not None:
-                    stream.close()
-                captures.append(_Capture(key, span.start, span.end, chunk_tokens))
+                placement.captures.append(_Capture(key, span.start, span.end, chunk_tokens))
+        placement.rejected = self._rejected() - rejected_before
+        return placement
+
+    def _rejected(self) -> int:
+        return self.store.stats().get("rejected", 0)
+
+    def _fill(
+        self, job: BlendJob, placement: _Placement, selection: Selection, capture: bool = True
+    ) -> Any:
+        """Blend the claimed region and write it into the paged cache; captures chunks that were
+        computed in place exactly as alone."""
+        decoder = self._decoder
+        device = next(iter(self._kv_caches.values())).device
         slots = self._slots(job, device)
         attend = self._paged_attention(job)
         settled = self._settled(job, attend is not None, selection)
         in_place = [
-            c for c in captures if c.start >= settled and self._computed_alone(job, c.start)
+            c
+            for c in placement.captures
+            if capture and c.start >= settled and self._computed_alone(job, c.start)
         ]
 
         def write(layer: int, keys: Tensor, values: Tensor) -> None:
@@ -124,15 +210,16 @@ class BlendWorker:
             attention.impl.do_kv_cache_update(
                 attention, keys[first:].contiguous(), values[first:].contiguous(), cache, slots
             )
-            for capture in in_place:
-                capture.keys.append(keys[capture.start : capture.end].cpu())
-                capture.values.append(values[capture.start : capture.end].cpu())
+            for chunk in in_place:
+                chunk.keys.append(keys[chunk.start : chunk.end].cpu())
+                chunk.values.append(values[chunk.start : chunk.end].cpu())
 
+        token_ids = torch.tensor(job.token_ids, device=device)
         question_start = job.plan.spans[-1].end
-        result = blend_prefill(
+        return blend_prefill(
             decoder,
             token_ids,
-            hits,
+            placement.hits,
             decoder.rope,
             selection,
             write,
@@ -140,19 +227,13 @@ class BlendWorker:
             question_start,
             settled,
         )
+
+    def _store(self, captures: list[_Capture]) -> None:
+        device = next(iter(self._kv_caches.values())).device
         for capture in captures:
-            if capture not in in_place:
+            if not capture.keys:
                 self._compute_alone(capture, device)
             self.store.put(capture.key, capture.entry())
-        # Positions before num_local_cached came from vLLM's prefix cache, not from this blend.
-        return {
-            "mode": job.plan.mode,
-            "reused_tokens": result.reused_from(job.num_local_cached),
-            "recomputed_tokens": result.recomputed_from(job.num_local_cached),
-            "chunks_hit": len(hits),
-            "chunks_missed": len(captures),
-            "prefix_cached_tokens": job.num_local_cached,
-        }
 
     @staticmethod
     def _settled(job: BlendJob, attention_reads_cache: bool, selection: Selection) -> int:
@@ -175,8 +256,8 @@ class BlendWorker:
 
     def _paged_attention(self, job: BlendJob) -> Attend | None:
         """vLLM's CPU kernel reads the fused KV back from the paged cache; else torch SDPA."""
-        assert self.decoder is not None
-        layers = [self.decoder.attention_layer(i) for i in range(self.decoder.num_layers)]
+        decoder = self._decoder
+        layers = [decoder.attention_layer(i) for i in range(decoder.num_layers)]
         if type(layers[0].impl).__name__ != "CPUAttentionBackendImpl":
             return None
         paged = CpuPagedAttention(layers, self._kv_caches, job.block_ids)
@@ -188,7 +269,6 @@ class BlendWorker:
         return start == len(prefix) and job.token_ids[:start] == prefix
 
     def _compute_alone(self, capture: _Capture, device: torch.device) -> None:
-        assert self.decoder is not None
         prefix = list(self.settings.chunk_prefix)
         ids = torch.tensor(prefix + capture.token_ids, device=device)
 
@@ -196,7 +276,7 @@ class BlendWorker:
             capture.keys.append(keys[len(prefix) :].cpu())
             capture.values.append(values[len(prefix) :].cpu())
 
-        blend_prefill(self.decoder, ids, [], self.decoder.rope, Selection(1.0), keep)
+        blend_prefill(self._decoder, ids, [], self._decoder.rope, Selection(1.0), keep)
 
     def _slots(self, job: BlendJob, device: torch.device) -> Tensor:
         positions = torch.arange(job.num_local_cached, job.claim_end)

@@ -42,12 +42,10 @@ async def _answer(
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    from engine.connector.plan import BlendPlan
+    from engine.contract import BlendPlan
 
-    extra = None
-    if spec.mode != "full":
-        plan = BlendPlan(spec.mode, spec.ratio, spans, spec.overrides)  # type: ignore[arg-type]
-        extra = {"kv_transfer_params": plan.to_params()}
+    plan = BlendPlan(spec.mode, spec.ratio, spans, spec.overrides)  # type: ignore[arg-type]
+    extra = plan.extra_args()
     params = SamplingParams(
         max_tokens=task.max_tokens,
         temperature=0,
@@ -203,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> int:
     args = build_parser().parse_args()
 
-    from gateway.settings import parse_check_layers
+    from engine.contract import parse_check_layers
     from load_tests.engine_setup import start_engine
     from load_tests.eval.fetch import fetch_bigbench
 

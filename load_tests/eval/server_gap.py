@@ -1,4 +1,6 @@
-"""``ragblend selfcheck --eval-items N``: blend's answer-quality gap on real data, over HTTP.
+"""Blend's answer-quality gap on real data, measured against a running server over HTTP.
+
+    python -m load_tests.eval.server_gap --url http://127.0.0.1:8000 --items 30
 
 The held-out knowledge-conflict QA items of ``load_tests.eval.quality`` (gold passage plus 5
 distractors, shuffled; the same selection) go to the running server as chat completions
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ import httpx
 from tqdm import tqdm
 
 from gateway.client_commands import connect, served_model
-from load_tests.eval.fetch import is_fetched
+from load_tests.eval.fetch import DEFAULT_CACHE, is_fetched
 from load_tests.eval.metrics import agreement, f1, mean_ci95, paired_diff_ci95
 from load_tests.eval.prompts import MultiChunkItem
 from load_tests.eval.qa_prompt import MAX_TOKENS, STOP, question_text
@@ -183,3 +186,24 @@ def main(url: str, api_key: str | None, items: list[MultiChunkItem]) -> list[Eva
     )
     print_rows(rows)
     return rows
+
+
+def run(argv: list[str] | None = None) -> int:
+    """The command line; exit status 1 when the evaluation data is missing."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--url", default="http://127.0.0.1:8000", help="the running server")
+    parser.add_argument("--api-key", help="bearer key, if the server requires one")
+    parser.add_argument("--items", type=int, default=30, help="held-out items to evaluate")
+    parser.add_argument("--data", default=str(DEFAULT_CACHE), help="BIG-bench cache (fetch.py)")
+    args = parser.parse_args(argv)
+    try:
+        items = held_out_items(Path(args.data), args.items)
+    except EvalDataMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    main(args.url, args.api_key, items)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())

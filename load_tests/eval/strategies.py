@@ -11,17 +11,14 @@ engine's settings.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import get_args
 
-from engine.blend.select import Metric
-from engine.connector.plan import SelectionOverrides
-from gateway.settings import parse_check_layers
+from engine.contract import METRICS, MODES, Mode, SelectionOverrides, parse_check_layers
 
 
 @dataclass(frozen=True)
 class ModeSpec:
     name: str
-    mode: str
+    mode: Mode
     ratio: float
     overrides: SelectionOverrides
 
@@ -29,7 +26,7 @@ class ModeSpec:
 def parse_mode_spec(name: str) -> ModeSpec:
     head, *options = name.split("/")
     mode, _, ratio_text = head.partition("@")
-    if mode not in ("full", "reuse", "blend"):
+    if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} in {name!r}")
     if mode == "blend" and not ratio_text:
         raise ValueError(f"blend needs a ratio, e.g. blend@0.15, got {name!r}")
@@ -42,8 +39,8 @@ def parse_mode_spec(name: str) -> ModeSpec:
         elif key == "heads":
             fields["chunk_head_tokens"] = int(value)
         elif key == "metric":
-            if value not in get_args(Metric):
-                raise ValueError(f"metric must be one of {get_args(Metric)}, got {value!r}")
+            if value not in METRICS:
+                raise ValueError(f"metric must be one of {METRICS}, got {value!r}")
             fields["metric"] = value
         elif key == "norm":
             fields["normalize"] = value in ("1", "true", "yes")

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from engine.blend.fuse import BlendResult, CachedChunk, Selection, blend_prefill
-from engine.blend.select import Metric
+from engine.contract import Metric
 from tests.unit.tiny_llama import HFAdapter, reference_kv, rope_spec, tiny_llama
 
 PREFIX = [1]

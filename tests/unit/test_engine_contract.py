@@ -1,8 +1,22 @@
+"""The gateway-engine contract: plans, statistics and settings survive their trip intact."""
+
 from __future__ import annotations
+
+import json
 
 import pytest
 
-from engine.connector.plan import BlendPlan, ChunkSpan, SelectionOverrides
+from engine.contract import (
+    DEFAULT_CHECK_LAYERS,
+    BlendPlan,
+    BlendSettings,
+    BlendStats,
+    ChunkSpan,
+    SelectionOverrides,
+    parse_check_layers,
+    stats_in,
+    stats_params,
+)
 
 
 def test_plan_round_trips_through_request_params() -> None:
@@ -33,3 +47,59 @@ def test_attention_selection_claims_the_question_but_not_the_last_token() -> Non
     assert by_attention.claim_end(num_prompt_tokens=14, default_metric="v") == 13
     assert BlendPlan("reuse", 0.0, spans).claim_end(14, "attn") == 9
     assert BlendPlan("full", 1.0, spans).claim_end(14, "v") == 0
+
+
+_Q = {"metric": "q"}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"ragblend": {"mode": "blend"}},
+        {"ragblend": {"mode": "blend", "recompute_ratio": 0.3, "spans": [[0]]}},
+        {"ragblend": {"mode": "sideways", "recompute_ratio": 0.3, "spans": []}},
+        {"ragblend": {"mode": "blend", "recompute_ratio": 2, "spans": []}},
+        {"ragblend": {"mode": "blend", "recompute_ratio": 0.3, "spans": [], "overrides": 7}},
+        {"ragblend": {"mode": "blend", "recompute_ratio": 0.3, "spans": [], "overrides": _Q}},
+        {"ragblend": {"mode": "blend", "recompute_ratio": 0.3, "spans": "ab"}},
+    ],
+)
+def test_a_malformed_plan_is_one_error_type(params: dict) -> None:
+    with pytest.raises(ValueError):
+        BlendPlan.from_params(params)
+
+
+def test_a_full_prefill_carries_nothing_to_the_engine() -> None:
+    plan = BlendPlan("full", 0.3, (ChunkSpan(1, 5),))
+    assert plan.to_params() == {} and plan.extra_args() is None and plan.cache_salt is None
+    blended = BlendPlan("blend", 0.3, (ChunkSpan(1, 5),))
+    assert blended.extra_args() == {"kv_transfer_params": blended.to_params()}
+    assert blended.cache_salt != BlendPlan("reuse", 0.3, (ChunkSpan(1, 5),)).cache_salt
+
+
+def test_statistics_round_trip_and_count_cached_tokens() -> None:
+    stats = BlendStats("blend", 90, 30, 3, 1, 12, fell_back=False, rejected_chunks=1)
+    assert stats_in(stats_params(stats)) == stats
+    assert stats.cached_tokens == 102
+    assert stats_in({}) is None
+    assert BlendStats.without_blend("full", 100, 40) == BlendStats("full", 0, 60, 0, 0, 40)
+
+
+def test_statistics_from_a_newer_worker_ignore_unknown_fields() -> None:
+    body = {**BlendStats("reuse", 1, 2, 3, 4, 5).to_dict(), "from_the_future": 1}
+    assert BlendStats.from_dict(body) == BlendStats("reuse", 1, 2, 3, 4, 5)
+
+
+@pytest.mark.parametrize("text", ["3:1,1:2", "1:0", "-1:1", "1:2,1:1", "a:b", "1"])
+def test_check_layer_schedules_must_ascend_with_positive_multiples(text: str) -> None:
+    with pytest.raises(ValueError, match="check layers"):
+        parse_check_layers(text)
+
+
+def test_settings_survive_vllm_extra_config() -> None:
+    settings = BlendSettings(
+        "m", "/data/chunk_kv", 1 << 20, None, (1, 2, 3), DEFAULT_CHECK_LAYERS, "kv", True, 4, "c"
+    )
+    extra = json.loads(json.dumps(settings.to_extra_config()))
+    assert BlendSettings.from_extra_config(extra) == settings
+    assert settings.store_dir == "/data/chunk_kv/store"

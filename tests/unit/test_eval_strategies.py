@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.connector.plan import SelectionOverrides
+from engine.contract import SelectionOverrides
 from load_tests.eval.strategies import parse_mode_spec
 
 

@@ -10,9 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway import cli
 from gateway.protocol import ChatCompletionRequest
-from gateway.selfcheck_eval import (
+from load_tests.eval.fetch import DEFAULT_CACHE, is_fetched
+from load_tests.eval.metrics import paired_diff_ci95
+from load_tests.eval.prompts import MultiChunkItem
+from load_tests.eval.qa_prompt import question_text
+from load_tests.eval.server_gap import (
     EVAL_MODES,
     EvalDataMissing,
     Reply,
@@ -20,13 +23,10 @@ from gateway.selfcheck_eval import (
     evaluate,
     held_out_items,
     print_rows,
+    run,
     summarize,
     warmup_body,
 )
-from load_tests.eval.fetch import DEFAULT_CACHE, is_fetched
-from load_tests.eval.metrics import paired_diff_ci95
-from load_tests.eval.prompts import MultiChunkItem
-from load_tests.eval.qa_prompt import question_text
 
 DOCUMENTS = ["Paris is in France.", "Rome is in Italy.", "Oslo is in Norway."]
 
@@ -121,11 +121,11 @@ def test_missing_data_says_how_to_fetch_it(tmp_path: Path) -> None:
         held_out_items(tmp_path, 5)
 
 
-def test_cli_stops_before_contacting_the_server_when_data_is_missing(
+def test_command_stops_before_contacting_the_server_when_data_is_missing(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    argv = ["selfcheck", "--url", "http://127.0.0.1:9", "--eval-items", "3"]
-    assert cli.main([*argv, "--eval-data", str(tmp_path)]) == 1
+    argv = ["--url", "http://127.0.0.1:9", "--items", "3", "--data", str(tmp_path)]
+    assert run(argv) == 1
     assert "python -m load_tests.eval.fetch" in capsys.readouterr().err
 
 

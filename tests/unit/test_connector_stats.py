@@ -1,0 +1,58 @@
+"""Worker -> scheduler statistics travel over a socket only the running engine holds."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from engine.connector.stats import StatsInbox, StatsOutbox
+from engine.contract import BlendStats
+
+STATS = BlendStats("blend", 90, 30, 3, 0, 12)
+
+
+def test_posted_statistics_are_collected_once_per_request() -> None:
+    channel = uuid.uuid4().hex
+    inbox, outbox = StatsInbox(channel), StatsOutbox(channel)
+    try:
+        outbox.post("req-1", STATS)
+        outbox.post("req-2", BlendStats("reuse", 1, 0, 1, 0, 0))
+        assert inbox.collect("req-1") == STATS
+        assert inbox.collect("req-1") is None
+        assert inbox.collect("req-2").mode == "reuse"
+        assert inbox.collect("never-blended") is None
+    finally:
+        inbox.close()
+        outbox.close()
+
+
+def test_posting_without_a_scheduler_loses_the_message_but_never_raises() -> None:
+    outbox = StatsOutbox(uuid.uuid4().hex)
+    outbox.post("req-1", STATS)
+    outbox.post("req-2", STATS)
+    outbox.close()
+
+
+def test_a_malformed_message_is_dropped_and_the_channel_keeps_working() -> None:
+    import socket
+
+    channel = uuid.uuid4().hex
+    inbox = StatsInbox(channel)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as stranger:
+        stranger.sendto(b"{not json", f"\0ragblend-stats-{channel}")
+        stranger.sendto(b'{"request_id": "x"}', f"\0ragblend-stats-{channel}")
+    outbox = StatsOutbox(channel)
+    outbox.post("req-1", STATS)
+    assert inbox.collect("req-1") == STATS
+    inbox.close()
+    outbox.close()
+
+
+def test_two_engines_cannot_share_a_channel() -> None:
+    channel = uuid.uuid4().hex
+    first = StatsInbox(channel)
+    with pytest.raises(OSError):
+        StatsInbox(channel)
+    first.close()
+    StatsInbox(channel).close()  # the name is free again once its engine is gone
