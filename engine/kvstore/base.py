@@ -17,9 +17,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
 
+import torch
 from torch import Tensor
 
 from engine.kvstore.entry import ChunkKV
+from engine.kvstore.expect import EntryLayout
 from engine.kvstore.keys import ChunkKey
 
 LayerKV = tuple[int, Tensor, Tensor]
@@ -29,21 +31,24 @@ LayerKV = tuple[int, Tensor, Tensor]
 class LayerStream(Iterator[LayerKV]):
     """The layers of one entry, yielded in order 0..num_layers-1 as they become available.
 
-    `token_ids` and `num_layers` are known before the first layer arrives. Iterating may raise
-    `CorruptEntry` if a later layer turns out damaged; the layers already yielded were verified
-    and are safe to use, but the entry as a whole must then be treated as a miss. Close the stream
-    (or use it as a context manager) when abandoning it early, to release files and threads.
+    The entry's layout (`token_ids`, `num_layers`, `num_kv_heads`, `head_dim`, `dtype`; see
+    `EntryLayout`) is known before the first layer arrives. Iterating may raise `CorruptEntry` if
+    a later layer turns out damaged; the layers already yielded were verified and are safe to use,
+    but the entry as a whole must then be treated as a miss. Close the stream (or use it as a
+    context manager) when abandoning it early, to release files and threads.
     """
 
     def __init__(
         self,
-        token_ids: list[int],
-        num_layers: int,
+        layout: EntryLayout,
         layers: Generator[LayerKV, None, None],
         on_close: Callable[[], None] | None = None,
     ) -> None:
-        self.token_ids = token_ids
-        self.num_layers = num_layers
+        self.token_ids: list[int] = list(layout.token_ids)
+        self.num_layers: int = layout.num_layers
+        self.num_kv_heads: int = layout.num_kv_heads
+        self.head_dim: int = layout.head_dim
+        self.dtype: torch.dtype = layout.dtype
         self._layers = layers
         self._on_close = on_close
 
@@ -51,7 +56,7 @@ class LayerStream(Iterator[LayerKV]):
     def from_entry(cls, entry: ChunkKV) -> LayerStream:
         """Stream the layers of an entry already in memory."""
         layers = ((index, *entry.layer(index)) for index in range(entry.num_layers))
-        return cls(entry.token_ids, entry.num_layers, layers)
+        return cls(entry, layers)
 
     def __next__(self) -> LayerKV:
         return next(self._layers)
@@ -83,7 +88,8 @@ class KVTier(ABC):
     def get(self, key: ChunkKey) -> ChunkKV | None:
         """Return the whole intact entry for `key`, or None on a miss.
 
-        Counts a hit or a miss. Damaged entries are dropped and reported as misses.
+        Counts a hit or a miss. Damaged or untrusted entries are dropped and reported as misses.
+        Tiers do not know what an entry will be used for: `ChunkKVStore` checks that.
         """
 
     @abstractmethod
@@ -109,7 +115,11 @@ class KVTier(ABC):
 
     @abstractmethod
     def stats(self) -> dict[str, int]:
-        """Counters of this tier; at least "hits", "misses", "bytes" and "entries"."""
+        """Counters of this tier; at least "hits", "misses", "bytes" and "entries".
+
+        Tiers that verify what they read add "corrupt" (damaged bytes) and "rejected" (intact
+        bytes this server did not write); `ChunkKVStore.stats()` sums those over its tiers.
+        """
 
     def load_layers(self, key: ChunkKey) -> LayerStream | None:
         """Stream the entry for `key` layer by layer, or return None on a miss.

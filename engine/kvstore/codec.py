@@ -1,21 +1,21 @@
 """Binary format of one chunk KV entry, readable one layer at a time.
 
-Layout, all little-endian (format version 1):
+Layout, all little-endian (format version 2):
 
-    fixed header   24 bytes "<4sHBxIIII": magic b"RBKV", version, dtype code, pad,
-                   num_layers, num_tokens, num_kv_heads, head_dim
+    fixed header   32 bytes "<4sHBxIIII8s": magic b"RBKV", version, dtype code, pad,
+                   num_layers, num_tokens, num_kv_heads, head_dim, id of the secret (`mac.py`)
     token ids      num_tokens x int64
-    layer table    num_layers x "<QQ16s": byte offset, byte length, blake2b-128 of the layer
-    header digest  blake2b-128 of everything above (16 bytes)
+    layer table    num_layers x "<QQ16s": byte offset, byte length, keyed MAC of the layer
+    header MAC     keyed MAC of everything above and of the entry's key (16 bytes)
     layer i        at its offset: K then V, each [num_tokens, num_kv_heads, head_dim], raw
 
-Every layer carries its own checksum, so a reader can hand layer 0 to the model while layer 1 is
-still being read. Tensor bytes are written raw (no pickle), which keeps bf16 and fp8 exact.
+Every layer carries its own MAC, so a reader can hand layer 0 to the model while layer 1 is still
+being read. Tensor bytes are written raw (no pickle), which keeps bf16 and fp8 exact. Version 1
+had unkeyed checksums; its entries are refused as `UntrustedEntry`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import sys
 from collections.abc import Sequence
@@ -27,15 +27,15 @@ import torch
 from torch import Tensor
 
 from engine.kvstore.keys import token_ids_bytes
+from engine.kvstore.mac import DIGEST_BYTES, KEY_ID_BYTES, EntryMac
 
 if sys.byteorder != "little":  # tensor bytes are stored as the host lays them out
     raise ImportError("engine.kvstore needs a little-endian host")
 
 MAGIC = b"RBKV"
-FORMAT_VERSION = 1
-_FIXED = struct.Struct("<4sHBxIIII")
-_LAYER_ROW = struct.Struct("<QQ16s")
-_DIGEST_BYTES = 16
+FORMAT_VERSION = 2
+_FIXED = struct.Struct(f"<4sHBxIIII{KEY_ID_BYTES}s")
+_LAYER_ROW = struct.Struct(f"<QQ{DIGEST_BYTES}s")
 _DTYPE_CODES: dict[torch.dtype, int] = {
     torch.float32: 1,
     torch.float16: 2,
@@ -48,11 +48,11 @@ _CODE_DTYPES = {code: dtype for dtype, code in _DTYPE_CODES.items()}
 
 
 class CorruptEntry(ValueError):
-    """Bytes that are not a complete, intact entry: bad magic, truncated, or checksum mismatch."""
+    """An entry that must not be used: bad magic, truncated, MAC mismatch, or wrong for its use."""
 
 
-def _digest(data: bytes | bytearray) -> bytes:
-    return hashlib.blake2b(data, digest_size=_DIGEST_BYTES).digest()
+class UntrustedEntry(CorruptEntry):
+    """A well-formed entry this server cannot vouch for: another format version or secret."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class EntryHeader:
     @property
     def header_nbytes(self) -> int:
         rows = self.num_layers * _LAYER_ROW.size
-        return _FIXED.size + 8 * self.num_tokens + rows + _DIGEST_BYTES
+        return _FIXED.size + 8 * self.num_tokens + rows + DIGEST_BYTES
 
     @property
     def total_nbytes(self) -> int:
@@ -84,8 +84,8 @@ class EntryHeader:
     def layer_offset(self, index: int) -> int:
         return self.header_nbytes + index * self.layer_nbytes
 
-    def encode(self) -> bytes:
-        """Header bytes, digest included."""
+    def encode(self, mac: EntryMac) -> bytes:
+        """Header bytes, ending with their MAC."""
         fixed = _FIXED.pack(
             MAGIC,
             FORMAT_VERSION,
@@ -94,13 +94,14 @@ class EntryHeader:
             self.num_tokens,
             self.num_kv_heads,
             self.head_dim,
+            mac.key_id,
         )
         rows = b"".join(
             _LAYER_ROW.pack(self.layer_offset(i), self.layer_nbytes, digest)
             for i, digest in enumerate(self.layer_digests)
         )
         body = fixed + token_ids_bytes(self.token_ids) + rows
-        return body + _digest(body)
+        return body + mac.header(body)
 
 
 def _layer_buffers(keys: Tensor, values: Tensor, index: int) -> tuple[np.ndarray, np.ndarray]:
@@ -111,8 +112,10 @@ def _layer_buffers(keys: Tensor, values: Tensor, index: int) -> tuple[np.ndarray
     )
 
 
-def write_entry(out: BinaryIO, token_ids: Sequence[int], keys: Tensor, values: Tensor) -> int:
-    """Write one entry to `out`; returns the number of bytes written.
+def write_entry(
+    out: BinaryIO, token_ids: Sequence[int], keys: Tensor, values: Tensor, mac: EntryMac
+) -> int:
+    """Write one entry to `out`, signed with `mac`; returns the number of bytes written.
 
     `keys` and `values` are CPU tensors shaped [num_layers, num_tokens, num_kv_heads, head_dim].
     """
@@ -121,14 +124,14 @@ def write_entry(out: BinaryIO, token_ids: Sequence[int], keys: Tensor, values: T
     num_layers, num_tokens, num_kv_heads, head_dim = keys.shape
     digests = []
     for index in range(num_layers):
-        layer = hashlib.blake2b(digest_size=_DIGEST_BYTES)
+        layer = mac.layer()
         for buffer in _layer_buffers(keys, values, index):
             layer.update(buffer)
         digests.append(layer.digest())
     header = EntryHeader(
         keys.dtype, num_layers, num_tokens, num_kv_heads, head_dim, list(token_ids), tuple(digests)
     )
-    out.write(header.encode())
+    out.write(header.encode(mac))
     for index in range(num_layers):
         for buffer in _layer_buffers(keys, values, index):
             out.write(buffer)
@@ -138,14 +141,15 @@ def write_entry(out: BinaryIO, token_ids: Sequence[int], keys: Tensor, values: T
 class EntryReader:
     """Reads an entry from a seekable binary stream: the header at once, layers on demand.
 
-    The header is verified on construction (magic, version, digest, and that `size`, the
+    The header is verified on construction (magic, version, secret id, MAC, and that `size`, the
     stream's total length, is exactly what the header promises, so truncation is caught before
-    any layer is read). Each layer is verified against its own checksum when it is read. Any
-    failure raises `CorruptEntry`.
+    any layer is read). Each layer is verified against its own MAC when it is read. Damage raises
+    `CorruptEntry`; another format version or another secret raises `UntrustedEntry`.
     """
 
-    def __init__(self, source: BinaryIO, size: int) -> None:
+    def __init__(self, source: BinaryIO, size: int, mac: EntryMac) -> None:
         self._source = source
+        self._mac = mac
         self.header = self._read_header(size)
 
     def _read_exact(self, nbytes: int, what: str) -> bytearray:
@@ -160,22 +164,24 @@ class EntryReader:
             raise CorruptEntry(f"truncated: {size} bytes is shorter than the fixed header")
         self._source.seek(0)
         fixed = bytes(self._read_exact(_FIXED.size, "fixed header"))
-        magic, version, code, layers, tokens, heads, dim = _FIXED.unpack(fixed)
+        magic, version, code, layers, tokens, heads, dim, key_id = _FIXED.unpack(fixed)
         if magic != MAGIC:
             raise CorruptEntry(f"bad magic {magic!r}")
         if version != FORMAT_VERSION:
-            raise CorruptEntry(f"unsupported format version {version}")
+            raise UntrustedEntry(f"format version {version}, this server reads {FORMAT_VERSION}")
+        if key_id != self._mac.key_id:
+            raise UntrustedEntry("written with another secret")
         if code not in _CODE_DTYPES or min(layers, tokens, heads, dim) == 0:
             raise CorruptEntry("invalid dtype code or zero dimension")
         header = EntryHeader(_CODE_DTYPES[code], layers, tokens, heads, dim, [], ())
         if size != header.total_nbytes:
             raise CorruptEntry(f"size {size} does not match the header's {header.total_nbytes}")
         rest = self._read_exact(header.header_nbytes - _FIXED.size, "header")
-        body, digest = fixed + rest[:-_DIGEST_BYTES], bytes(rest[-_DIGEST_BYTES:])
-        if _digest(body) != digest:
-            raise CorruptEntry("header checksum mismatch")
+        body, digest = fixed + rest[:-DIGEST_BYTES], bytes(rest[-DIGEST_BYTES:])
+        if not EntryMac.same(self._mac.header(body), digest):
+            raise CorruptEntry("header MAC mismatch: damaged, or not written by this server")
         token_ids = np.frombuffer(rest, dtype="<i8", count=tokens).tolist()
-        rows = list(_LAYER_ROW.iter_unpack(rest[8 * tokens : -_DIGEST_BYTES]))
+        rows = list(_LAYER_ROW.iter_unpack(rest[8 * tokens : -DIGEST_BYTES]))
         for index, (offset, length, _) in enumerate(rows):
             if offset != header.layer_offset(index) or length != header.layer_nbytes:
                 raise CorruptEntry(f"layer {index} table row does not match the layout")
@@ -189,8 +195,10 @@ class EntryReader:
             raise IndexError(f"layer {index} out of range for {header.num_layers} layers")
         self._source.seek(header.layer_offset(index))
         raw = self._read_exact(header.layer_nbytes, f"layer {index}")
-        if _digest(raw) != header.layer_digests[index]:
-            raise CorruptEntry(f"layer {index} checksum mismatch")
+        layer_mac = self._mac.layer()
+        layer_mac.update(raw)
+        if not EntryMac.same(layer_mac.digest(), header.layer_digests[index]):
+            raise CorruptEntry(f"layer {index} MAC mismatch")
         shape = (2, header.num_tokens, header.num_kv_heads, header.head_dim)
         both = torch.frombuffer(raw, dtype=torch.uint8).view(header.dtype).view(shape)
         return both[0], both[1]

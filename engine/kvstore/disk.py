@@ -1,4 +1,4 @@
-"""Local disk tier: one checksummed file per entry, written atomically, kept across restarts."""
+"""Local disk tier: one MAC-signed file per entry, written atomically, kept across restarts."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from typing import BinaryIO
 
 from engine.kvstore.atomic import fsync_directory, remove_temp_files, write_synced_temp
 from engine.kvstore.base import KVTier, LayerKV, LayerStream
-from engine.kvstore.codec import CorruptEntry, EntryReader
+from engine.kvstore.codec import CorruptEntry, EntryReader, UntrustedEntry
 from engine.kvstore.counters import Counters
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.lru import LruBytes
+from engine.kvstore.mac import EntryMac, check_secret
+from engine.kvstore.refusals import RefusalLog
 
 logger = logging.getLogger(__name__)
 
@@ -23,12 +25,15 @@ ENTRY_SUFFIX = ".kv"
 
 
 class DiskTier(KVTier):
-    """Entries as `<directory>/<key>.kv` files in the `codec` format.
+    """Entries as `<directory>/<key>.kv` files in the `codec` format, signed with `secret`.
 
     Writes go to a hidden temp file that is fsynced and then renamed over the final name, so a
     crash leaves either the old entry or the new one, never a torn file. Reads verify the header
-    and every layer checksum; a damaged or truncated file is logged, counted as "corrupt", deleted
-    and reported as a miss. A new instance on the same directory finds the existing entries.
+    and every layer MAC. A file that is damaged, truncated, forged or copied from another key
+    fails a MAC or the layout and is counted as "corrupt"; a well-formed file of another format
+    version or written with another secret is counted as "rejected". Either is logged (once per
+    key at warning), deleted and reported as a miss. A new instance on the same directory with
+    the same secret finds the existing entries.
 
     With `capacity_bytes`, the least recently used files (by modification time, which `get`
     refreshes, so the order survives restarts) are deleted to make room. One process should own a
@@ -38,20 +43,29 @@ class DiskTier(KVTier):
     def __init__(
         self,
         directory: str | os.PathLike[str],
+        secret: bytes,
         capacity_bytes: int | None = None,
         name: str = "disk",
     ) -> None:
+        check_secret(secret)
         self.name = name
         self.directory = Path(directory)
+        self._secret = secret
         self._lru: LruBytes[ChunkKey] = LruBytes(capacity_bytes)
         self._lock = threading.Lock()
-        self._counters = Counters("hits", "misses", "puts", "evictions", "rejected", "corrupt")
+        self._counters = Counters(
+            "hits", "misses", "puts", "evictions", "declined", "corrupt", "rejected"
+        )
+        self._refusals = RefusalLog(logger)
         self.directory.mkdir(parents=True, exist_ok=True)
         remove_temp_files(self.directory)
         self._index_existing_files()
 
     def _path(self, key: ChunkKey) -> Path:
         return self.directory / f"{key}{ENTRY_SUFFIX}"
+
+    def _mac(self, key: ChunkKey) -> EntryMac:
+        return EntryMac(self._secret, key)
 
     def _index_existing_files(self) -> None:
         found = []
@@ -83,12 +97,15 @@ class DiskTier(KVTier):
             else:  # written by another instance since this one started
                 self._lru.add(key, size)
 
-    def _discard_corrupt(self, key: ChunkKey, error: CorruptEntry) -> None:
-        logger.warning("deleting corrupt chunk KV file %s: %s", self._path(key), error)
-        self._counters.add("corrupt")
+    def _discard(self, key: ChunkKey, error: CorruptEntry) -> None:
+        """Count, log and delete a file that failed verification."""
+        kind = "rejected" if isinstance(error, UntrustedEntry) else "corrupt"
+        path = self._path(key)
+        self._refusals.refused(key, "deleting %s chunk KV file %s: %s", kind, path, error)
+        self._counters.add(kind)
         with self._lock:
             self._lru.remove(key)
-            self._path(key).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
 
     def _open(self, key: ChunkKey) -> tuple[BinaryIO, EntryReader] | None:
         """Open the file for `key` and verify its header; None (counted) on a miss."""
@@ -98,10 +115,10 @@ class DiskTier(KVTier):
             self._counters.add("misses")
             return None
         try:
-            return file, EntryReader(file, os.fstat(file.fileno()).st_size)
+            return file, EntryReader(file, os.fstat(file.fileno()).st_size, self._mac(key))
         except CorruptEntry as error:
             file.close()
-            self._discard_corrupt(key, error)
+            self._discard(key, error)
             self._counters.add("misses")
             return None
         except BaseException:
@@ -117,7 +134,7 @@ class DiskTier(KVTier):
             try:
                 entry = ChunkKV.read_from(reader)
             except CorruptEntry as error:
-                self._discard_corrupt(key, error)
+                self._discard(key, error)
                 self._counters.add("misses")
                 return None
         self._counters.add("hits")
@@ -128,7 +145,7 @@ class DiskTier(KVTier):
         """Verify the header now; read and verify each layer only when it is requested.
 
         A layer found damaged mid-stream deletes the file and raises `CorruptEntry`; layers
-        yielded before it passed their own checksums.
+        yielded before it passed their own MACs.
         """
         opened = self._open(key)
         if opened is None:
@@ -137,7 +154,7 @@ class DiskTier(KVTier):
         self._counters.add("hits")
         self._touch(key, reader.header.total_nbytes)
         layers = self._read_layers(key, file, reader)
-        return LayerStream(reader.header.token_ids, reader.header.num_layers, layers, file.close)
+        return LayerStream(reader.header, layers, file.close)
 
     def _read_layers(
         self, key: ChunkKey, file: BinaryIO, reader: EntryReader
@@ -147,16 +164,17 @@ class DiskTier(KVTier):
                 try:
                     k, v = reader.read_layer(index)
                 except CorruptEntry as error:
-                    self._discard_corrupt(key, error)
+                    self._discard(key, error)
                     raise
                 yield index, k, v
 
     def put(self, key: ChunkKey, entry: ChunkKV) -> None:
         size = entry.encoded_nbytes
         if not self._lru.fits(size):
-            self._counters.add("rejected")
+            self._counters.add("declined")
             return
-        temp = write_synced_temp(self.directory, key, entry.write_to)
+        mac = self._mac(key)
+        temp = write_synced_temp(self.directory, key, lambda out: entry.write_to(out, mac))
         try:
             with self._lock:
                 self._lru.remove(key)

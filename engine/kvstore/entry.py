@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from engine.kvstore.codec import EntryHeader, EntryReader, write_entry
+from engine.kvstore.mac import EntryMac
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +50,18 @@ class ChunkKV:
         return self.keys.shape[1]
 
     @property
+    def num_kv_heads(self) -> int:
+        return self.keys.shape[2]
+
+    @property
+    def head_dim(self) -> int:
+        return self.keys.shape[3]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.keys.dtype
+
+    @property
     def nbytes(self) -> int:
         """Bytes held by the key and value tensors."""
         return 2 * self.keys.numel() * self.keys.element_size()
@@ -64,13 +77,13 @@ class ChunkKV:
         """(k, v) of one layer, each [num_tokens, num_kv_heads, head_dim]."""
         return self.keys[index], self.values[index]
 
-    def write_to(self, out: BinaryIO) -> int:
-        """Serialize into a binary stream; returns the bytes written."""
-        return write_entry(out, self.token_ids, self.keys, self.values)
+    def write_to(self, out: BinaryIO, mac: EntryMac) -> int:
+        """Serialize into a binary stream, signed with `mac`; returns the bytes written."""
+        return write_entry(out, self.token_ids, self.keys, self.values, mac)
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, mac: EntryMac) -> bytes:
         out = io.BytesIO()
-        self.write_to(out)
+        self.write_to(out, mac)
         return out.getvalue()
 
     @classmethod
@@ -85,6 +98,6 @@ class ChunkKV:
         return cls(keys, values, header.token_ids)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> ChunkKV:
+    def from_bytes(cls, data: bytes, mac: EntryMac) -> ChunkKV:
         """Inverse of `to_bytes`; raises `CorruptEntry` on damaged or foreign bytes."""
-        return cls.read_from(EntryReader(io.BytesIO(data), len(data)))
+        return cls.read_from(EntryReader(io.BytesIO(data), len(data), mac))

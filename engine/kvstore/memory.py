@@ -15,7 +15,7 @@ class MemoryTier(KVTier):
     """Holds entries in CPU memory up to `capacity_bytes` of tensor data.
 
     `get` refreshes an entry's recency; `put` evicts least recently used entries until the new
-    one fits. An entry larger than the whole capacity is declined (counted as "rejected").
+    one fits. An entry larger than the whole capacity is declined (counted as "declined").
     """
 
     def __init__(self, capacity_bytes: int, name: str = "memory") -> None:
@@ -23,7 +23,7 @@ class MemoryTier(KVTier):
         self._lru: LruBytes[ChunkKey] = LruBytes(capacity_bytes)
         self._entries: dict[ChunkKey, ChunkKV] = {}
         self._lock = threading.Lock()
-        self._counters = Counters("hits", "misses", "puts", "evictions", "rejected")
+        self._counters = Counters("hits", "misses", "puts", "evictions", "declined")
 
     def get(self, key: ChunkKey) -> ChunkKV | None:
         with self._lock:
@@ -35,7 +35,7 @@ class MemoryTier(KVTier):
 
     def put(self, key: ChunkKey, entry: ChunkKV) -> None:
         if not self._lru.fits(entry.nbytes):
-            self._counters.add("rejected")
+            self._counters.add("declined")
             return
         with self._lock:
             self._lru.remove(key)

@@ -5,13 +5,10 @@ from __future__ import annotations
 import queue
 import threading
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import cast
 
-import torch
-
 from engine.kvstore.base import LayerKV, LayerStream
-from engine.kvstore.entry import ChunkKV
 
 _END = object()
 _OFFER_POLL_S = 0.05
@@ -28,17 +25,12 @@ def _offer(buffer: queue.Queue[object], item: object, stop: threading.Event) -> 
     return False
 
 
-def read_ahead(
-    source: LayerStream,
-    depth: int,
-    on_complete: Callable[[ChunkKV], None] | None = None,
-) -> LayerStream:
+def read_ahead(source: LayerStream, depth: int) -> LayerStream:
     """Read `source` on a background thread, at most `depth` layers ahead of the consumer.
 
-    The returned stream yields the same layers in the same order, and re-raises any error of the
-    source (such as `CorruptEntry`) at the point where the failing layer would have appeared.
-    Once the consumer has taken every layer, `on_complete` receives the whole entry (to promote
-    it into a faster tier). Closing the returned stream, or dropping it, stops the reader.
+    The returned stream has the source's layout and yields the same layers in the same order,
+    and re-raises any error of the source (such as `CorruptEntry`) at the point where the failing
+    layer would have appeared. Closing the returned stream, or dropping it, stops the reader.
     """
     if depth <= 0:
         raise ValueError(f"depth must be positive, got {depth}")
@@ -57,22 +49,15 @@ def read_ahead(
             source.close()
 
     def consume() -> Generator[LayerKV, None, None]:
-        received: list[LayerKV] = []
         try:
             while (item := buffer.get()) is not _END:
                 if isinstance(item, Exception):
                     raise item
-                layer = cast(LayerKV, item)
-                received.append(layer)
-                yield layer
+                yield cast(LayerKV, item)
         finally:
             stop.set()
-        if on_complete is not None:
-            keys = torch.stack([k for _, k, _ in received])
-            values = torch.stack([v for _, _, v in received])
-            on_complete(ChunkKV(keys, values, source.token_ids))
 
     threading.Thread(target=produce, name="chunk-kv-read-ahead", daemon=True).start()
-    stream = LayerStream(source.token_ids, source.num_layers, consume(), on_close=stop.set)
+    stream = LayerStream(source, consume(), on_close=stop.set)
     weakref.finalize(stream, stop.set)
     return stream

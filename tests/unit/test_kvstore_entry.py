@@ -7,6 +7,10 @@ import torch
 
 from engine.kvstore.codec import CorruptEntry, EntryReader
 from engine.kvstore.entry import ChunkKV
+from engine.kvstore.mac import EntryMac
+from tests.unit.kv_entries import SECRET
+
+MAC = EntryMac(SECRET, "a" * 64)
 
 DTYPES = [torch.bfloat16, torch.float32, torch.float16, torch.float8_e4m3fn]
 
@@ -31,8 +35,8 @@ def exactly_equal(a: ChunkKV, b: ChunkKV) -> bool:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_round_trip_is_exact(dtype: torch.dtype) -> None:
     entry = make_entry(dtype=dtype)
-    data = entry.to_bytes()
-    back = ChunkKV.from_bytes(data)
+    data = entry.to_bytes(MAC)
+    back = ChunkKV.from_bytes(data, MAC)
     assert len(data) == entry.encoded_nbytes
     assert exactly_equal(back, entry)
     if dtype != torch.float8_e4m3fn:
@@ -44,7 +48,7 @@ def test_non_contiguous_tensors_serialize_their_logical_values() -> None:
     keys = base.keys.transpose(2, 3).contiguous().transpose(2, 3)
     entry = ChunkKV(keys, base.values, base.token_ids)
     assert not keys.is_contiguous()
-    assert torch.equal(ChunkKV.from_bytes(entry.to_bytes()).keys, base.keys)
+    assert torch.equal(ChunkKV.from_bytes(entry.to_bytes(MAC), MAC).keys, base.keys)
 
 
 def test_properties_and_layer_access() -> None:
@@ -57,11 +61,11 @@ def test_properties_and_layer_access() -> None:
 
 def test_one_layer_decodes_without_the_others() -> None:
     entry = make_entry(layers=4)
-    data = bytearray(entry.to_bytes())
-    reader = EntryReader(io.BytesIO(bytes(data)), len(data))
+    data = bytearray(entry.to_bytes(MAC))
+    reader = EntryReader(io.BytesIO(bytes(data)), len(data), MAC)
     first_layer_at = reader.header.layer_offset(0)
     data[first_layer_at + 3] ^= 0xFF  # damage layer 0 only
-    reader = EntryReader(io.BytesIO(bytes(data)), len(data))
+    reader = EntryReader(io.BytesIO(bytes(data)), len(data), MAC)
     k, v = reader.read_layer(3)
     assert torch.equal(k, entry.keys[3]) and torch.equal(v, entry.values[3])
     with pytest.raises(CorruptEntry, match="layer 0"):
@@ -70,7 +74,7 @@ def test_one_layer_decodes_without_the_others() -> None:
 
 def test_header_records_geometry_and_token_ids() -> None:
     entry = make_entry(dtype=torch.float16, layers=2)
-    reader = EntryReader(io.BytesIO(entry.to_bytes()), entry.encoded_nbytes)
+    reader = EntryReader(io.BytesIO(entry.to_bytes(MAC)), entry.encoded_nbytes, MAC)
     header = reader.header
     assert header.dtype == torch.float16
     assert (header.num_layers, header.num_tokens, header.num_kv_heads, header.head_dim) == (
@@ -85,23 +89,23 @@ def test_header_records_geometry_and_token_ids() -> None:
 
 @pytest.mark.parametrize("position", [0, 10, 40, 0.5, -1])
 def test_any_flipped_byte_is_detected(position: float) -> None:
-    data = bytearray(make_entry().to_bytes())
+    data = bytearray(make_entry().to_bytes(MAC))
     index = int(position * len(data)) if isinstance(position, float) else position
     data[index] ^= 0x01
     with pytest.raises(CorruptEntry):
-        ChunkKV.from_bytes(bytes(data))
+        ChunkKV.from_bytes(bytes(data), MAC)
 
 
 @pytest.mark.parametrize("keep", [0, 10, 100, -1])
 def test_truncated_bytes_are_detected(keep: int) -> None:
-    data = make_entry().to_bytes()
+    data = make_entry().to_bytes(MAC)
     with pytest.raises(CorruptEntry):
-        ChunkKV.from_bytes(data[:keep])
+        ChunkKV.from_bytes(data[:keep], MAC)
 
 
 def test_foreign_bytes_are_rejected() -> None:
     with pytest.raises(CorruptEntry, match="magic"):
-        ChunkKV.from_bytes(b"\x80\x04pickle" * 10)
+        ChunkKV.from_bytes(b"\x80\x04pickle" * 10, MAC)
 
 
 def test_inconsistent_entries_are_refused() -> None:

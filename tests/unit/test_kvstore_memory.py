@@ -80,7 +80,7 @@ def test_an_entry_larger_than_the_capacity_is_declined_without_evicting() -> Non
     tier.put(key_of(huge), huge)
     assert not tier.contains(key_of(huge))
     assert tier.contains(key_of(kept))
-    assert tier.stats()["rejected"] == 1
+    assert tier.stats()["declined"] == 1
 
 
 def test_replacing_an_entry_does_not_double_count_bytes() -> None:

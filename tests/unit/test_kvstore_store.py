@@ -13,7 +13,7 @@ from engine.kvstore.entry import ChunkKV
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.memory import MemoryTier
 from engine.kvstore.store import ChunkKVStore
-from tests.unit.kv_entries import key_of, make_entry, same
+from tests.unit.kv_entries import SECRET, expect, key_of, make_entry, same
 
 ENTRY_BYTES = make_entry(0).nbytes
 
@@ -39,14 +39,14 @@ class FailingTier(MemoryTier):
 
 @pytest.fixture
 def store(tmp_path: Path):
-    with ChunkKVStore.create(100 * ENTRY_BYTES, tmp_path / "kv") as store:
+    with ChunkKVStore.create(100 * ENTRY_BYTES, tmp_path / "kv", secret=SECRET) as store:
         yield store
 
 
 def test_memory_hit_without_touching_disk(store: ChunkKVStore) -> None:
     entry = make_entry(0)
     store.put(key_of(entry), entry)
-    assert store.get(key_of(entry)) is entry
+    assert store.get(key_of(entry), expect(entry)) is entry
     stats = store.stats()
     assert stats["memory_hits"] == 1 and stats["disk_hits"] == 0 and stats["misses"] == 0
 
@@ -57,7 +57,7 @@ def test_async_writes_appear_on_disk_after_flush(store: ChunkKVStore, tmp_path: 
         store.put(key_of(entry), entry)
     store.flush()
     assert store.stats()["pending_writes"] == 0
-    reopened = DiskTier(tmp_path / "kv")
+    reopened = DiskTier(tmp_path / "kv", SECRET)
     assert all(same(reopened.get(key_of(entry)), entry) for entry in entries)
 
 
@@ -65,18 +65,18 @@ def test_disk_hits_are_promoted_into_memory(store: ChunkKVStore, tmp_path: Path)
     entry = make_entry(0)
     store.put(key_of(entry), entry)
     store.close()
-    with ChunkKVStore.create(100 * ENTRY_BYTES, tmp_path / "kv") as restarted:
-        assert same(restarted.get(key_of(entry)), entry)
+    with ChunkKVStore.create(100 * ENTRY_BYTES, tmp_path / "kv", secret=SECRET) as restarted:
+        assert same(restarted.get(key_of(entry), expect(entry)), entry)
         assert restarted.memory.contains(key_of(entry))
-        assert same(restarted.get(key_of(entry)), entry)
+        assert same(restarted.get(key_of(entry), expect(entry)), entry)
         stats = restarted.stats()
     assert (stats["disk_hits"], stats["memory_hits"], stats["misses"]) == (1, 1, 0)
     assert stats["memory_bytes"] == ENTRY_BYTES and stats["disk_bytes"] > ENTRY_BYTES
 
 
 def test_a_miss_everywhere_is_counted(store: ChunkKVStore) -> None:
-    assert store.get(key_of(make_entry(0))) is None
-    assert store.prefetch_layers(key_of(make_entry(0))) is None
+    assert store.get(key_of(make_entry(0)), expect(make_entry(0))) is None
+    assert store.prefetch_layers(key_of(make_entry(0)), expect(make_entry(0))) is None
     assert not store.contains(key_of(make_entry(0)))
     assert store.stats()["misses"] == 2
 
@@ -92,7 +92,7 @@ def test_a_full_write_queue_drops_instead_of_blocking() -> None:
     store.put(key_of(dropped), dropped)
     assert time.monotonic() - started < 1.0
     assert store.stats()["dropped_writes"] == 1
-    assert store.get(key_of(dropped)) is dropped  # still served from memory
+    assert store.get(key_of(dropped), expect(dropped)) is dropped  # still served from memory
     slow.release.set()
     store.close()
     assert slow.contains(key_of(first)) and slow.contains(key_of(queued))
@@ -120,7 +120,7 @@ def test_entries_waiting_for_their_write_are_still_found() -> None:
     store.put(key_of(first), first)
     store.put(key_of(second), second)  # evicts `first` from memory before it reaches `slow`
     assert not store.memory.contains(key_of(first))
-    assert store.get(key_of(first)) is first
+    assert store.get(key_of(first), expect(first)) is first
     assert store.stats()["pending_hits"] == 1
     slow.release.set()
     store.close()
@@ -133,7 +133,7 @@ def test_delete_removes_from_every_tier(store: ChunkKVStore) -> None:
     assert store.memory.contains(key_of(entry)) and store.backing.contains(key_of(entry))
     assert store.delete(key_of(entry))
     assert not store.memory.contains(key_of(entry)) and not store.backing.contains(key_of(entry))
-    assert store.get(key_of(entry)) is None
+    assert store.get(key_of(entry), expect(entry)) is None
     assert not store.delete(key_of(entry))
 
 
@@ -156,8 +156,10 @@ def test_prefetched_layers_match_get_and_are_promoted(store: ChunkKVStore, tmp_p
     entry = make_entry(0, layers=6)
     store.put(key_of(entry), entry)
     store.close()
-    with ChunkKVStore.create(100 * ENTRY_BYTES, tmp_path / "kv", read_ahead_layers=2) as again:
-        stream = again.prefetch_layers(key_of(entry))
+    with ChunkKVStore.create(
+        100 * ENTRY_BYTES, tmp_path / "kv", secret=SECRET, read_ahead_layers=2
+    ) as again:
+        stream = again.prefetch_layers(key_of(entry), expect(entry))
         assert stream is not None and stream.num_layers == 6
         assert stream.token_ids == entry.token_ids
         layers = list(stream)
@@ -165,14 +167,14 @@ def test_prefetched_layers_match_get_and_are_promoted(store: ChunkKVStore, tmp_p
         for index, k, v in layers:
             assert torch.equal(k, entry.keys[index]) and torch.equal(v, entry.values[index])
         assert again.stats()["disk_hits"] == 1
-        assert same(again.get(key_of(entry)), entry)
+        assert same(again.get(key_of(entry), expect(entry)), entry)
         assert again.stats()["memory_hits"] == 1  # promoted once the stream was consumed
 
 
 def test_prefetch_from_memory_yields_the_cached_layers(store: ChunkKVStore) -> None:
     entry = make_entry(0)
     store.put(key_of(entry), entry)
-    layers = list(store.prefetch_layers(key_of(entry)))
+    layers = list(store.prefetch_layers(key_of(entry), expect(entry)))
     assert all(torch.equal(k, entry.keys[i]) for i, k, _ in layers) and len(layers) == 3
 
 
@@ -185,12 +187,12 @@ def test_prefetch_reports_a_damaged_layer_and_counts_it(store: ChunkKVStore) -> 
     data = bytearray(path.read_bytes())
     data[-2] ^= 0x10
     path.write_bytes(bytes(data))
-    stream = store.prefetch_layers(key_of(entry))
+    stream = store.prefetch_layers(key_of(entry), expect(entry))
     assert [next(stream)[0] for _ in range(3)] == [0, 1, 2]
     with pytest.raises(CorruptEntry):
         next(stream)
     assert store.stats()["corrupt"] == 1
-    assert store.get(key_of(entry)) is None
+    assert store.get(key_of(entry), expect(entry)) is None
 
 
 def test_an_abandoned_prefetch_stops_its_reader(store: ChunkKVStore) -> None:
@@ -199,7 +201,7 @@ def test_an_abandoned_prefetch_stops_its_reader(store: ChunkKVStore) -> None:
     store.flush()
     store.memory.delete(key_of(entry))
     before = threading.active_count()
-    stream = store.prefetch_layers(key_of(entry))
+    stream = store.prefetch_layers(key_of(entry), expect(entry))
     next(stream)
     stream.close()
     deadline = time.monotonic() + 5
@@ -215,7 +217,7 @@ def test_failed_backing_writes_are_counted_and_serving_continues() -> None:
     store.put(key_of(entry), entry)
     store.flush()
     assert store.stats()["write_errors"] == 1
-    assert store.get(key_of(entry)) is entry
+    assert store.get(key_of(entry), expect(entry)) is entry
     store.close()
 
 
@@ -227,7 +229,9 @@ def test_put_after_close_is_refused(store: ChunkKVStore) -> None:
 
 def test_concurrent_puts_and_gets_stay_consistent(tmp_path: Path) -> None:
     entries = [make_entry(seed) for seed in range(24)]
-    store = ChunkKVStore.create(6 * ENTRY_BYTES, tmp_path / "kv", write_queue_size=10_000)
+    store = ChunkKVStore.create(
+        6 * ENTRY_BYTES, tmp_path / "kv", secret=SECRET, write_queue_size=10_000
+    )
     wrong: list[str] = []
 
     def worker(offset: int) -> None:
@@ -235,11 +239,11 @@ def test_concurrent_puts_and_gets_stay_consistent(tmp_path: Path) -> None:
             entry = entries[(offset + 5 * step) % len(entries)]
             store.put(key_of(entry), entry)
             wanted = entries[(offset + 3 * step) % len(entries)]
-            found = store.get(key_of(wanted))
+            found = store.get(key_of(wanted), expect(wanted))
             if found is not None and not same(found, wanted):
                 wrong.append(key_of(wanted))
             if step % 10 == 0:
-                stream = store.prefetch_layers(key_of(wanted))
+                stream = store.prefetch_layers(key_of(wanted), expect(wanted))
                 if stream is not None and any(
                     not torch.equal(k, wanted.keys[i]) for i, k, _ in stream
                 ):
@@ -252,7 +256,7 @@ def test_concurrent_puts_and_gets_stay_consistent(tmp_path: Path) -> None:
         thread.join()
     store.flush()
     assert not wrong
-    assert all(same(store.get(key_of(entry)), entry) for entry in entries)
+    assert all(same(store.get(key_of(entry), expect(entry)), entry) for entry in entries)
     stats = store.stats()
     assert stats["dropped_writes"] == stats["write_errors"] == stats["corrupt"] == 0
     assert stats["memory_bytes"] <= 6 * ENTRY_BYTES
