@@ -65,6 +65,10 @@ class InvalidMetadata(InvalidIngest):
     pass
 
 
+class InvalidText(InvalidIngest):
+    """Text that is not valid Unicode (a lone surrogate such as JSON's `"\\ud800"`)."""
+
+
 def validated_texts(documents: Sequence[NewDocument]) -> list[str]:
     """Normalized text of every document, or an `InvalidIngest` for the first bad one."""
     texts: list[str] = []
@@ -85,6 +89,12 @@ def validated_texts(documents: Sequence[NewDocument]) -> list[str]:
         if document.metadata is not None:
             _check_metadata(where, document.metadata)
         text = normalize_text(document.text)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise InvalidText(
+                f"{where}: text has an unpaired surrogate at character {error.start}"
+            ) from error
         if not text.strip():
             raise EmptyDocument(f"{where}: text is empty")
         texts.append(text)
@@ -95,6 +105,6 @@ def _check_metadata(where: str, metadata: dict[str, Any]) -> None:
     if not isinstance(metadata, dict):
         raise InvalidMetadata(f"{where}: metadata must be an object")
     try:
-        json.dumps(metadata, allow_nan=False)
-    except (TypeError, ValueError) as error:
+        json.dumps(metadata, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError) as error:  # UnicodeEncodeError: a lone surrogate
         raise InvalidMetadata(f"{where}: metadata is not plain JSON ({error})") from error

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,14 +24,15 @@ def default_model_path() -> Path:
 class Embedder:
     """L2-normalized float32 embeddings; the model loads on first use, once, and never downloads.
 
-    Calls are serialized: the model's tokenizer is not safe to use from several threads at once.
+    Calls are serialized, in arrival order: the model's tokenizer is not safe to use from several
+    threads at once, and a caller embedding many batches must not starve one waiting for a query.
     """
 
     def __init__(self, model_path: str | Path | None = None, device: str = "cpu") -> None:
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
         self.device = device
         self._model: SentenceTransformer | None = None
-        self._lock = threading.Lock()
+        self._lock = FairLock()
 
     @property
     def dim(self) -> int:
@@ -70,3 +72,31 @@ class Embedder:
             model.max_seq_length = max(model.max_seq_length, positions)
             self._model = model
         return self._model
+
+
+class FairLock:
+    """A lock handed to its waiters in arrival order (`threading.Lock` lets the releasing thread
+    take it straight back, so a loop of short holds can starve a waiter indefinitely)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._held = False
+        self._waiters: deque[threading.Lock] = deque()
+
+    def __enter__(self) -> FairLock:
+        with self._guard:
+            if not self._held:
+                self._held = True
+                return self
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        turn.acquire()  # released by the holder that hands the lock over
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._guard:
+            if self._waiters:
+                self._waiters.popleft().release()
+            else:
+                self._held = False

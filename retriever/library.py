@@ -2,7 +2,9 @@
 
 Layout under `data_dir`: `documents.sqlite3` (documents, chunks and their token ids; the source of
 truth) and `vectors.faiss` (the vector index, rebuilt from the store whenever it lags behind).
-Writes are serialized by one lock; searches run alongside them. One process per `data_dir`.
+Writes are serialized by one lock, held only for the database transaction and the index update:
+chunking and embedding a batch happen before it is taken, so a large document does not hold up a
+small one or a delete. Searches run alongside writes. One process per `data_dir`.
 """
 
 from __future__ import annotations
@@ -65,10 +67,11 @@ class Library:
         is taken by different content. Content already stored comes back with `created=False`.
         """
         texts = validated_texts(documents)
+        drafts, vectors = self._prepare(documents, texts)
         with self._write_lock:
-            drafts = self._drafts(documents, texts)
-            chunks = [chunk for draft in drafts for chunk in draft.chunks]
-            vectors = self.embedder.embed([chunk.text for chunk in chunks], batch_size=EMBED_BATCH)
+            if not self._duplicates_still_stored(drafts):
+                # Content this batch duplicated was deleted meanwhile: it needs chunks after all.
+                drafts, vectors = self._prepare(documents, texts)
             insertions = self.store.add_documents(drafts)
             chunk_ids = [chunk_id for insertion in insertions for chunk_id in insertion.chunk_ids]
             if chunk_ids:
@@ -152,6 +155,35 @@ class Library:
                     dim,
                 )
         return VectorIndex(dim, kind)
+
+    def _prepare(
+        self, documents: Sequence[NewDocument], texts: list[str]
+    ) -> tuple[list[DocumentDraft], np.ndarray]:
+        """Drafts and the embeddings of their chunks, in chunk order (no lock needed)."""
+        drafts = self._drafts(documents, texts)
+        chunk_texts = [chunk.text for draft in drafts for chunk in draft.chunks]
+        return drafts, self._embed(chunk_texts)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """One embedder call per batch, so other callers (a query, a small ingest) get a turn."""
+        batches = [
+            self.embedder.embed(texts[start : start + EMBED_BATCH], batch_size=EMBED_BATCH)
+            for start in range(0, len(texts), EMBED_BATCH)
+        ]
+        if not batches:
+            return np.empty((0, self.embedder.dim), dtype=np.float32)
+        return np.concatenate(batches)
+
+    def _duplicates_still_stored(self, drafts: Sequence[DocumentDraft]) -> bool:
+        """Whether every draft prepared without chunks (a duplicate) still has its content stored
+        or earlier in the batch; checked under the write lock, so no delete can intervene."""
+        earlier: set[str] = set()
+        for draft in drafts:
+            is_duplicate = not draft.chunks and draft.content_hash not in earlier
+            if is_duplicate and self.store.find_by_hash(draft.content_hash) is None:
+                return False
+            earlier.add(draft.content_hash)
+        return True
 
     def _drafts(self, documents: Sequence[NewDocument], texts: list[str]) -> list[DocumentDraft]:
         """Drafts with chunks only for content not stored yet; an id taken by other content

@@ -9,11 +9,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.errors import APIError
-from gateway.state import AppState, LibraryState, authorized
+from gateway.settings import Settings
+from gateway.state import LibraryState, authorized
 
 router = APIRouter(dependencies=[Depends(authorized)])
-
-MAX_DOCUMENTS_PER_REQUEST = 256
 
 
 class DocumentIn(BaseModel):
@@ -27,7 +26,7 @@ class DocumentIn(BaseModel):
 class IngestBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    documents: list[DocumentIn] = Field(min_length=1, max_length=MAX_DOCUMENTS_PER_REQUEST)
+    documents: list[DocumentIn] = Field(min_length=1)
 
 
 @router.post("/v1/documents")
@@ -35,7 +34,7 @@ async def ingest_documents(request: Request, state: LibraryState) -> dict[str, A
     from retriever.documents import InvalidIngest
     from retriever.store import DocumentConflict
 
-    documents = await _read_documents(request, state)
+    documents = await _read_documents(request, state.settings)
     try:
         results = await asyncio.to_thread(state.library.ingest, documents)
     except DocumentConflict as exc:
@@ -47,37 +46,84 @@ async def ingest_documents(request: Request, state: LibraryState) -> dict[str, A
     return {"object": "list", "data": [_result(result) for result in results]}
 
 
-async def _read_documents(request: Request, state: AppState) -> list[Any]:
-    from retriever.documents import NewDocument
-    from retriever.extract import InvalidDocument, UnsupportedMediaType, extract_text
-
-    limit = state.settings.max_document_bytes
+async def _read_documents(request: Request, settings: Settings) -> list[Any]:
+    """The request's documents; every limit is checked while the body is read, not after."""
+    limit = settings.max_ingest_request_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise APIError(413, f"The request body has {declared} bytes; the limit is {limit}.")
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
-        form = await request.form()
-        uploads = [value for _, value in form.multi_items() if hasattr(value, "filename")]
-        if not uploads:
-            raise APIError(400, "Upload at least one file in a 'file' field.", param="file")
-        documents = []
-        for upload in uploads:
-            data = await upload.read()
-            _check_size(len(data), limit, upload.filename)
-            try:
-                text = extract_text(upload.filename or "", upload.content_type, data)
-            except UnsupportedMediaType as exc:
-                raise APIError(415, str(exc), param="file") from exc
-            except InvalidDocument as exc:
-                raise APIError(400, str(exc), param="file") from exc
-            documents.append(NewDocument(None, text, {"filename": upload.filename}))
-        return documents
+        return await _read_uploads(request, content_type, settings)
+    return await _read_json(request, settings)
+
+
+async def _read_uploads(request: Request, content_type: str, settings: Settings) -> list[Any]:
+    from retriever.documents import NewDocument
+    from retriever.extract import InvalidDocument, TextTooLarge, UnsupportedMediaType
+    from retriever.extract_runner import ExtractBudget, ExtractionTimeout, extract_upload
+    from retriever.uploads import MalformedUpload, UploadLimits, UploadTooLarge, read_multipart
+
+    limits = UploadLimits(
+        max_file_bytes=settings.max_document_bytes,
+        max_files=settings.max_documents_per_request,
+        max_total_bytes=settings.max_ingest_request_bytes,
+    )
     try:
-        body = IngestBody.model_validate_json(await request.body())
+        uploads = await read_multipart(content_type, request.stream(), limits)
+    except UploadTooLarge as exc:
+        raise APIError(413, str(exc), param="file") from exc
+    except MalformedUpload as exc:
+        raise APIError(400, str(exc), param="file") from exc
+    if not uploads:
+        raise APIError(400, "Upload at least one file in a 'file' field.", param="file")
+    budget = ExtractBudget(
+        settings.extract_timeout, settings.extract_max_expansion, settings.max_document_bytes
+    )
+    documents = []
+    for upload in uploads:
+        try:
+            text = await extract_upload(upload.filename, upload.content_type, upload.data, budget)
+        except UnsupportedMediaType as exc:
+            raise APIError(415, str(exc), param="file") from exc
+        except TextTooLarge as exc:
+            raise APIError(413, str(exc), param="file") from exc
+        except ExtractionTimeout as exc:
+            raise APIError(422, str(exc), param="file") from exc
+        except InvalidDocument as exc:
+            raise APIError(400, str(exc), param="file") from exc
+        documents.append(NewDocument(None, text, {"filename": upload.filename}))
+    return documents
+
+
+async def _read_json(request: Request, settings: Settings) -> list[Any]:
+    from retriever.documents import NewDocument
+
+    raw = bytearray()
+    async for piece in request.stream():
+        raw += piece
+        if len(raw) > settings.max_ingest_request_bytes:
+            raise APIError(
+                413,
+                f"The request body is larger than the limit of "
+                f"{settings.max_ingest_request_bytes} bytes.",
+            )
+    try:
+        body = await asyncio.to_thread(IngestBody.model_validate_json, bytes(raw))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first.get("loc", ())) or None
         raise APIError(400, f"Invalid document batch: {first.get('msg')}", param=where) from exc
+    if len(body.documents) > settings.max_documents_per_request:
+        raise APIError(
+            413,
+            f"The batch has {len(body.documents)} documents; the limit is "
+            f"{settings.max_documents_per_request} per request.",
+            param="documents",
+        )
     for document in body.documents:
-        _check_size(len(document.text.encode()), limit, document.id)
+        size = len(document.text.encode("utf-8", "surrogatepass"))
+        _check_size(size, settings.max_document_bytes, document.id)
     return [NewDocument(d.id, d.text, d.metadata) for d in body.documents]
 
 
