@@ -120,6 +120,27 @@ class Settings(BaseSettings):
     max_document_bytes: int = Field(
         10 * 1024 * 1024, ge=1, description="Largest document accepted for ingest (else 413)."
     )
+    max_ingest_request_bytes: int = Field(
+        20 * 1024 * 1024,
+        ge=1,
+        description="Largest `POST /v1/documents` body, JSON or all uploaded files together "
+        "(else 413, decided while reading).",
+    )
+    max_documents_per_request: int = Field(
+        256, ge=1, description="Most documents (JSON) or files (multipart) per ingest request."
+    )
+    extract_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds reading the text of one uploaded HTML or PDF file may take; the "
+        "extraction runs in a child process, killed after that (422).",
+    )
+    extract_max_expansion: float = Field(
+        10.0,
+        gt=0,
+        description="Text extracted from an upload may be at most this many times the file's "
+        "size, and at most `max_document_bytes` (else 413).",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
 
     @field_validator("blend_check_layers")
