@@ -1,4 +1,4 @@
-"""Bound the requests served at once; the rest are refused at the door with 429."""
+"""Bound the work admitted: requests served at once (the rest get 429) and choices per request."""
 
 from __future__ import annotations
 
@@ -21,3 +21,14 @@ class AdmissionGate:
 
     def leave(self) -> None:
         self.active -= 1
+
+
+def check_choice_count(prompts: int, n: int, limit: int) -> None:
+    """Refuse a request asking for more than ``limit`` choices (prompts x n) with a 400."""
+    if prompts * n > limit:
+        raise APIError(
+            400,
+            f"This request asks for {prompts * n} choices ({prompts} prompts x n={n}); "
+            f"the limit is {limit}.",
+            param="n" if n > 1 else "prompt",
+        )

@@ -18,7 +18,8 @@ from engine.connector.settings import BlendSettings
 from engine.models.provision import resolve_model
 from engine.platform import resolve_device
 from engine.runtime import Engine, EngineOptions
-from gateway.errors import install_error_handlers
+from gateway.errors import ContainUnexpectedErrors, install_error_handlers
+from gateway.limits import RequestLimits
 from gateway.metrics import RequestCounter
 from gateway.precompute import Precomputer
 from gateway.rag_prompt import chunk_prefix
@@ -52,6 +53,8 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
 
     app = FastAPI(title="ragblend", version="0.1.0", lifespan=lifespan)
     app.state.ragblend = state
+    app.add_middleware(RequestLimits, settings=settings)
+    app.add_middleware(ContainUnexpectedErrors)
     app.add_middleware(RequestCounter)
     install_error_handlers(app)
     for module in (completions, chat, documents, models, health):

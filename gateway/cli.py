@@ -97,9 +97,17 @@ def _serve(settings: Settings) -> int:
     import uvicorn
 
     from gateway.app import create_app
+    from gateway.shutdown import GracefulServer
 
     app = create_app(settings, exit_on_load_failure=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=settings.shutdown_timeout,
+    )
+    GracefulServer(config, app.state.ragblend.shutdown).run()
     return 1 if app.state.ragblend.load_error else 0
 
 

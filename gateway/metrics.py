@@ -47,15 +47,25 @@ def record_blend(summary: dict[str, Any]) -> None:
 
 
 KNOWN_ROUTES = frozenset(
-    {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"}
+    {
+        "/v1/completions",
+        "/v1/chat/completions",
+        "/v1/models",
+        "/v1/documents",
+        "/health",
+        "/metrics",
+    }
 )
+ROUTES_WITH_ID = ("/v1/models", "/v1/documents")
 
 
 def route_label(path: str) -> str:
+    """The route of ``path``: a fixed set of labels, whatever paths clients send."""
     if path in KNOWN_ROUTES:
         return path
-    if path.startswith("/v1/models/"):
-        return "/v1/models/{id}"
+    for route in ROUTES_WITH_ID:
+        if path.startswith(f"{route}/"):
+            return f"{route}/{{id}}"
     return "other"
 
 

@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from gateway.errors import LONE_SURROGATE
 
 MAX_STOP_SEQUENCES = 4
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+"""vLLM seeds torch's generator with a 64-bit signed integer, as its own server bounds them."""
+
+
+def _valid_unicode(text: str) -> str:
+    """JSON's ``\\ud800`` escapes decode to lone surrogates, which no tokenizer can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise PydanticCustomError(
+            LONE_SURROGATE,
+            "text must be valid Unicode; it contains a lone surrogate at position {position}",
+            {"position": exc.start},
+        ) from None
+    return text
+
+
+Text = Annotated[str, AfterValidator(_valid_unicode)]
 
 
 class StreamOptions(BaseModel):
@@ -32,7 +53,7 @@ class RetrievalOptions(BaseModel):
 
     top_k: int = Field(6, ge=1, le=MAX_DOCUMENTS)
     min_score: float | None = Field(None, ge=-1.0, le=1.0)
-    document_ids: list[str] | None = Field(None, min_length=1)
+    document_ids: list[Text] | None = Field(None, min_length=1)
 
 
 class SamplingFields(BaseModel):
@@ -40,19 +61,19 @@ class SamplingFields(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str
+    model: Text
     max_tokens: int | None = Field(None, ge=1)
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     n: int = Field(1, ge=1, le=16)
-    stop: str | list[str] | None = None
-    seed: int | None = None
+    stop: Text | list[Text] | None = None
+    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX)
     presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    user: str | None = None
-    documents: list[str] | None = Field(None, max_length=MAX_DOCUMENTS)
+    user: Text | None = None
+    documents: list[Text] | None = Field(None, max_length=MAX_DOCUMENTS)
     blend: BlendOptions | None = None
     retrieval: RetrievalOptions | None = None
 
@@ -90,7 +111,7 @@ class SamplingFields(BaseModel):
         return self.stream_options is not None and self.stream_options.include_usage
 
 
-PromptInput = str | list[str] | list[int] | list[list[int]]
+PromptInput = Text | list[Text] | list[int] | list[list[int]]
 
 
 class CompletionRequest(SamplingFields):
@@ -112,15 +133,15 @@ class CompletionRequest(SamplingFields):
 
 class TextPart(BaseModel):
     type: Literal["text"]
-    text: str
+    text: Text
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
-    name: str | None = None
+    content: Text | list[TextPart] | None = None
+    name: Text | None = None
 
     @property
     def text(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -22,7 +23,10 @@ from gateway.generation import ChoiceDelta, Generation, TokenLogprob, Usage
 from gateway.prompts import completion_budget
 from gateway.protocol import SamplingFields
 from gateway.sampling import sampling_params
+from gateway.shutdown import Shutdown, until_deadline
 from gateway.state import AppState
+
+log = logging.getLogger(__name__)
 
 DONE = "data: [DONE]\n\n"
 CLIENT_CLOSED_REQUEST = 499
@@ -53,14 +57,16 @@ def sse(payload: dict[str, Any]) -> str:
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
-def engine_error(exc: Exception) -> APIError:
+def served_error(exc: Exception) -> APIError:
+    """What a client is told about ``exc``; an unexpected one is logged and becomes a 500."""
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, EngineDeadError):
         return APIError(503, "The engine has stopped; the server needs a restart.")
     if isinstance(exc, VLLMClientError):
         return APIError(400, str(exc))
-    raise exc
+    log.error("unexpected error while generating", exc_info=exc)
+    return APIError(500, "Internal server error while generating.")
 
 
 @dataclass(frozen=True)
@@ -109,13 +115,14 @@ async def respond(
         if summary is not None:
             metrics.record_blend(summary)
 
+    deadline = state.shutdown.deadline
     if fields.stream:
-        events = _events(generation, response_format, prepared, finish)
+        events = _events(generation, response_format, prepared, finish, deadline)
         return StreamingResponse(
             events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
     try:
-        return await _json_unless_disconnected(request, generation, response_format, prepared)
+        return await _json_unless_ended(request, generation, response_format, prepared, deadline)
     finally:
         finish()
 
@@ -125,10 +132,13 @@ async def _events(
     response_format: ResponseFormat,
     prepared: PreparedRequest,
     finish: Any,
+    deadline: asyncio.Event,
 ) -> AsyncIterator[str]:
+    """Every stream ends with ``[DONE]``; any failure, the shutdown deadline included, with an
+    error event first, as OpenAI's streams do."""
     include_usage = prepared.fields.include_usage
     try:
-        async with aclosing(generation.deltas()) as deltas:
+        async with aclosing(until_deadline(generation.deltas(), deadline)) as deltas:
             async for delta in deltas:
                 for chunk in response_format.chunks(delta):
                     if include_usage:
@@ -138,7 +148,7 @@ async def _events(
             usage_chunk = response_format.usage_chunk(generation.usage)
             yield sse(_with_extras(usage_chunk, generation, prepared))
     except Exception as exc:
-        yield sse(engine_error(exc).body())
+        yield sse(served_error(exc).body())
     finally:
         finish()
     yield DONE
@@ -171,22 +181,27 @@ def _with_extras(
     return payload
 
 
-async def _json_unless_disconnected(
+async def _json_unless_ended(
     request: Request,
     generation: Generation,
     response_format: ResponseFormat,
     prepared: PreparedRequest,
+    deadline: asyncio.Event,
 ) -> Response:
-    """Wait for the whole answer, aborting the generation if the client goes away first."""
+    """Wait for the whole answer, aborting the generation if the client goes away or the
+    shutdown deadline passes first."""
     task = asyncio.create_task(_collect(generation, response_format, prepared))
     while True:
         done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
         if done:
             break
+        if deadline.is_set():
+            task.cancel()
+            raise Shutdown.error()
         if await request.is_disconnected():
             task.cancel()
             return Response(status_code=CLIENT_CLOSED_REQUEST)
     try:
         return JSONResponse(task.result())
     except Exception as exc:
-        raise engine_error(exc) from exc
+        raise served_error(exc) from exc

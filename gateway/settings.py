@@ -141,6 +141,21 @@ class Settings(BaseSettings):
         description="Text extracted from an upload may be at most this many times the file's "
         "size, and at most `max_document_bytes` (else 413).",
     )
+    max_request_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body but ingest's (else 413, decided before the body is "
+        "read); `/v1/documents` bodies are bounded by `max_ingest_request_bytes`.",
+    )
+    max_choices_per_request: int = Field(
+        64, ge=1, description="Largest prompts x `n` of one request (else 400)."
+    )
+    shutdown_timeout: float = Field(
+        8.0,
+        ge=0,
+        description="Seconds in-flight requests may finish after SIGTERM; then streams end "
+        "with an error event and their generations are aborted.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
 
     @field_validator("blend_check_layers")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
@@ -13,7 +12,9 @@ from engine.chunk_cache import ChunkCache
 from engine.runtime import Engine
 from gateway.admission import AdmissionGate
 from gateway.errors import APIError
+from gateway.limits import bearer_key_valid, unauthorized
 from gateway.settings import Settings
+from gateway.shutdown import Shutdown
 
 if TYPE_CHECKING:
     from gateway.precompute import Precomputer
@@ -32,9 +33,12 @@ class AppState:
     """Background chunk-KV precompute; None when blending is off."""
     load_error: str | None = None
     created: int = field(default_factory=lambda: int(time.time()))
+    shutdown: Shutdown = field(init=False)
+    """Begun on SIGTERM; its deadline ends the generations still open."""
 
     def __post_init__(self) -> None:
         self.gate = AdmissionGate(self.settings.max_concurrent_requests)
+        self.shutdown = Shutdown(self.settings.shutdown_timeout)
 
     @property
     def ready(self) -> bool:
@@ -49,14 +53,9 @@ def app_state(request: Request) -> AppState:
 
 
 def authorized(request: Request) -> None:
-    keys = app_state(request).settings.api_keys
-    if not keys:
-        return
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not any(
-        hmac.compare_digest(token.strip(), key) for key in keys
-    ):
-        raise APIError(401, "Missing or invalid API key: send 'Authorization: Bearer <key>'.")
+    """The routes' own guard; ``RequestLimits`` already refused keyless requests before the body."""
+    if not bearer_key_valid(request.headers.raw, app_state(request).settings.api_keys):
+        raise unauthorized()
 
 
 def ready_state(request: Request) -> AppState:

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from gateway.admission import check_choice_count
 from gateway.blending import blend_request
 from gateway.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.prompts import chat_prompt
@@ -16,17 +17,20 @@ from gateway.protocol import ChatCompletionRequest
 from gateway.rag_prompt import chat_with_chunks
 from gateway.responses import FinishedChoice, PreparedRequest, respond, response_id
 from gateway.retrieval import request_chunks
-from gateway.state import ReadyState, authorized, check_model
+from gateway.state import CurrentState, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
 
 @router.post("/v1/chat/completions", response_model=None)
 async def create_chat_completion(
-    body: ChatCompletionRequest, request: Request, state: ReadyState
+    body: ChatCompletionRequest, request: Request, state: CurrentState
 ) -> Response:
+    """The request's own checks come first: a bad request is a 400 even while the model loads."""
     arrived = time.perf_counter()
     check_model(body.model, state)
+    check_choice_count(1, body.n, state.settings.max_choices_per_request)
+    ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
     blend, sources = None, None

@@ -9,29 +9,34 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from gateway.admission import check_choice_count
 from gateway.blending import blend_request
 from gateway.errors import APIError
 from gateway.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.prompts import completion_prompts
-from gateway.protocol import CompletionRequest
+from gateway.protocol import CompletionRequest, PromptInput
 from gateway.rag_prompt import completion_with_chunks
 from gateway.responses import FinishedChoice, PreparedRequest, respond, response_id
 from gateway.retrieval import request_chunks
-from gateway.state import ReadyState, authorized, check_model
+from gateway.state import CurrentState, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
 
 @router.post("/v1/completions", response_model=None)
 async def create_completion(
-    body: CompletionRequest, request: Request, state: ReadyState
+    body: CompletionRequest, request: Request, state: CurrentState
 ) -> Response:
+    """The request's own checks come first: a bad request is a 400 even while the model loads."""
     arrived = time.perf_counter()
     check_model(body.model, state)
+    limit = state.settings.max_choices_per_request
+    check_choice_count(_prompt_count(body.prompt), body.n, limit)
+    text = _prompt_text(body)
+    ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
     blend, sources = None, None
-    text = _prompt_text(body)
     chunks = None if text is None else await request_chunks(body, text, state)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks.chunks, state.tokenizer)
@@ -53,8 +58,16 @@ def _prompt_text(body: CompletionRequest) -> str | None:
     if isinstance(prompt, str):
         return prompt
     if body.documents is not None or body.retrieval is not None:
-        raise APIError(400, "documents and retrieval need the prompt as one string.", "prompt")
+        message = "documents and retrieval need the prompt as one string."
+        raise APIError(400, message, param="prompt")
     return None
+
+
+def _prompt_count(prompt: PromptInput) -> int:
+    """A string or one list of token ids is one prompt; other lists hold one prompt per item."""
+    if isinstance(prompt, str) or all(isinstance(item, int) for item in prompt):
+        return 1
+    return len(prompt)
 
 
 @dataclass
