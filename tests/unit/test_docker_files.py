@@ -85,16 +85,48 @@ def test_service_builds_its_dockerfile_from_the_repository_root(
 
 
 @pytest.mark.parametrize("service", ["ragblend", "ragblend-cuda"])
-def test_service_publishes_port_8000_and_keeps_data_in_the_named_volume(
+def test_service_publishes_on_loopback_unless_told_and_keeps_data_in_the_named_volume(
     compose: dict[str, Any], services: dict[str, Any], service: str
 ) -> None:
     wiring = services[service]
-    assert "8000:8000" in wiring["ports"]
+    assert wiring["ports"] == ["${RAGBLEND_BIND:-127.0.0.1}:${RAGBLEND_PORT:-8000}:8000"]
     assert "ragblend-data:/data" in wiring["volumes"]
     assert "ragblend-data" in compose["volumes"]
     environment = wiring["environment"]
     assert environment["RAGBLEND_MODEL"] == "${RAGBLEND_MODEL:-qwen2.5-coder-0.5b-instruct}"
     assert environment["RAGBLEND_API_KEYS"] == "${RAGBLEND_API_KEYS:-}"
+    # The entrypoint learns where the port is published, to refuse serving it without a key.
+    assert environment["RAGBLEND_PUBLISHED_ON"] == "${RAGBLEND_BIND:-127.0.0.1}"
+    assert "secrets" not in wiring, "the default stack mounts no CA or other secret"
+    assert "secrets" not in wiring["build"]
+
+
+@pytest.mark.parametrize("service", ["ragblend", "ragblend-cuda"])
+def test_service_stops_within_its_grace_period_and_comes_back(
+    services: dict[str, Any], service: str
+) -> None:
+    wiring = services[service]
+    assert wiring["init"] is True, "Docker's init reaps engine workers and forwards SIGTERM"
+    assert wiring["stop_signal"] == "SIGTERM"
+    grace_s = int(wiring["stop_grace_period"].removesuffix("s"))
+    drain_s = float(wiring["environment"]["RAGBLEND_SHUTDOWN_TIMEOUT"].split(":-")[1][:-1])
+    assert drain_s < grace_s <= 10, "the drain must end before Docker's SIGKILL"
+    assert wiring["restart"] == "unless-stopped"
+
+
+def test_compose_shutdown_default_matches_the_server_setting(services: dict[str, Any]) -> None:
+    from gateway.settings import Settings
+
+    field = Settings.model_fields.get("shutdown_timeout")
+    if field is None:
+        pytest.skip("gateway.settings has no shutdown_timeout yet")
+    default = services["ragblend"]["environment"]["RAGBLEND_SHUTDOWN_TIMEOUT"]
+    assert default == f"${{RAGBLEND_SHUTDOWN_TIMEOUT:-{field.default:g}}}"
+
+
+def test_root_compose_file_is_the_docker_one_under_the_project_name() -> None:
+    root = yaml.safe_load((REPO / "compose.yaml").read_text(encoding="utf-8"))
+    assert root == {"name": "ragblend", "include": ["docker/compose.yaml"]}
 
 
 def test_gpu_service_reserves_nvidia_devices(services: dict[str, Any]) -> None:
@@ -105,10 +137,18 @@ def test_gpu_service_reserves_nvidia_devices(services: dict[str, Any]) -> None:
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.name)
 def test_dockerfile_uses_only_known_instructions(dockerfile: Path) -> None:
     instructions = dockerfile_instructions(dockerfile)
-    assert instructions[0][0] == "FROM"
+    assert instructions[:2] == [
+        ("ARG", "BASE_IMAGE=python:3.11-slim-bookworm"),
+        ("FROM", "${BASE_IMAGE}"),
+    ], "the base image is a build argument whose default is the official Python slim image"
     unknown = {name for name, _ in instructions} - KNOWN_INSTRUCTIONS
     assert not unknown, f"unknown instructions {unknown}"
-    assert arguments_of(dockerfile, "FROM") == ["python:3.11-slim-bookworm"]
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.name)
+def test_dockerfile_needs_no_frontend_image_from_a_registry(dockerfile: Path) -> None:
+    first_line = dockerfile.read_text(encoding="utf-8").splitlines()[0]
+    assert not first_line.lower().startswith("# syntax="), "offline builds cannot pull it"
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.name)
@@ -149,11 +189,75 @@ def test_dockerfile_copies_sources_that_exist_and_are_not_ignored(dockerfile: Pa
 
 def test_cpu_image_uses_the_torch_cpu_index_and_drops_cuda_media_packages() -> None:
     run_steps = " ".join(arguments_of(DOCKER / "Dockerfile.cpu", "RUN"))
-    assert "https://download.pytorch.org/whl/cpu" in " ".join(
-        arguments_of(DOCKER / "Dockerfile.cpu", "ARG")
+    assert "TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu" in arguments_of(
+        DOCKER / "Dockerfile.cpu", "ARG"
     )
-    assert '--extra-index-url "$TORCH_CPU_INDEX"' in run_steps
+    assert '${TORCH_CPU_INDEX:+--extra-index-url "$TORCH_CPU_INDEX"}' in run_steps
     assert "pip uninstall -y torchvision torchaudio torchcodec" in run_steps
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.name)
+def test_every_pip_step_gets_the_ca_as_a_secret_and_never_as_an_image_setting(
+    dockerfile: Path,
+) -> None:
+    pip_steps = [run for run in arguments_of(dockerfile, "RUN") if "pip install" in run]
+    assert len(pip_steps) == 2
+    for step in pip_steps:
+        assert step.startswith("--mount=type=secret,id=pip_ca,uid=10001,mode=0444 ")
+        assert "then export PIP_CERT=/run/secrets/pip_ca; fi" in step
+    assert "--mount=type=bind,source=docker/wheels,target=/tmp/wheels" in pip_steps[0]
+    assert "--find-links /tmp/wheels" in pip_steps[0]
+    assert (REPO / "docker" / "wheels").is_dir()
+    settings = " ".join(arguments_of(dockerfile, "ENV") + arguments_of(dockerfile, "ARG"))
+    assert "PIP_CERT" not in settings and "pip_ca" not in settings
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.name)
+def test_dockerfile_stops_on_sigterm_through_the_key_checking_entrypoint(dockerfile: Path) -> None:
+    assert arguments_of(dockerfile, "STOPSIGNAL") == ["SIGTERM"]
+    assert "docker/entrypoint.sh /usr/local/bin/ragblend-entrypoint" in arguments_of(
+        dockerfile, "COPY"
+    )
+    assert arguments_of(dockerfile, "ENTRYPOINT") == ['["ragblend-entrypoint"]']
+
+
+def run_entrypoint(**environment: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["sh", str(DOCKER / "entrypoint.sh"), "echo", "serving"],
+        env={"PATH": "/usr/bin:/bin", **environment},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("published_on", ["", "127.0.0.1", "localhost", "::1"])
+def test_entrypoint_serves_on_loopback_without_a_key(published_on: str) -> None:
+    environment = {"RAGBLEND_PUBLISHED_ON": published_on} if published_on else {}
+    result = run_entrypoint(**environment)
+    assert (result.returncode, result.stdout) == (0, "serving\n")
+
+
+def test_entrypoint_refuses_a_public_port_without_a_key_and_says_why() -> None:
+    result = run_entrypoint(RAGBLEND_PUBLISHED_ON="0.0.0.0", RAGBLEND_API_KEYS="")
+    assert result.returncode == 64
+    assert result.stdout == ""
+    assert "RAGBLEND_API_KEYS" in result.stderr and "0.0.0.0" in result.stderr
+
+
+def test_entrypoint_serves_a_public_port_with_a_key() -> None:
+    result = run_entrypoint(RAGBLEND_PUBLISHED_ON="0.0.0.0", RAGBLEND_API_KEYS="k1")
+    assert (result.returncode, result.stdout) == (0, "serving\n")
+
+
+def test_smoke_override_passes_the_ca_as_secrets_and_local_build_settings() -> None:
+    smoke = yaml.safe_load((DOCKER / "compose.smoke.yaml").read_text(encoding="utf-8"))
+    service = smoke["services"]["ragblend"]
+    assert service["image"] == "ragblend:cpu-smoke", "the test never overwrites ragblend:cpu"
+    assert service["build"]["secrets"] == ["pip_ca"] and service["secrets"] == ["pip_ca"]
+    assert service["environment"] == {"PIP_CERT": "/run/secrets/pip_ca"}
+    assert set(service["build"]["args"]) == {"BASE_IMAGE", "TORCH_CPU_INDEX"}
+    assert smoke["secrets"]["pip_ca"]["file"].startswith("${RAGBLEND_DOCKER_CA_BUNDLE")
 
 
 @pytest.mark.parametrize(

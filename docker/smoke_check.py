@@ -1,0 +1,151 @@
+"""Client half of scripts/docker-test.sh: drive a server started by `docker compose up`.
+
+``first`` waits for /health, sends a chat request with three ``documents`` twice in two orders
+(the second must hit every chunk), uploads a small file to ``POST /v1/documents``, waits until it
+is ``cached`` and asks a ``retrieval`` question that must cite it. ``restarted`` runs after
+``docker compose down`` and ``up``: the document must still be ``cached`` and the next retrieval
+request must hit its chunk KV. Each prints one JSON line of measurements; failures exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from openai import OpenAI
+
+DOCUMENTS = [
+    "The Velmar bridge opened in 1931 and carries trams across the river Oss.",
+    "Harbour pilots in Velmar must pass an exam on the river's sandbanks every year.",
+    "The old Velmar lighthouse now houses a museum of ships' clocks.",
+]
+UPLOAD_NAME = "port-varen.md"
+UPLOAD_TEXT = (
+    "# Port Varen notes\n\n"
+    "The lighthouse keeper of Port Varen is Idris Calloway. He lights the lamp at dusk and "
+    "logs every passing ship in a green ledger kept in the lamp room.\n"
+)
+QUESTION = "Who is the lighthouse keeper of Port Varen?"
+
+
+class SmokeFailure(AssertionError):
+    """The server answered, but not as a user of the image must see it answer."""
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise SmokeFailure(message)
+
+
+def wait_ready(url: str, timeout_s: float) -> tuple[str, float]:
+    """Poll /health until it reports ready; return the served model name and seconds waited."""
+    start = time.monotonic()
+    last = "no answer"
+    while time.monotonic() - start < timeout_s:
+        try:
+            reply = httpx.get(f"{url}/health", timeout=5)
+            body = reply.json()
+            if reply.status_code == 200 and body.get("status") == "ready":
+                return body["model"], time.monotonic() - start
+            last = f"{reply.status_code} {body}"
+            check(body.get("status") != "failed", f"model failed to load: {body}")
+        except (httpx.HTTPError, ValueError) as exc:
+            last = repr(exc)
+        time.sleep(2)
+    raise SmokeFailure(f"/health not ready after {timeout_s:.0f} s (last: {last})")
+
+
+def blend_of(reply: Any) -> dict[str, Any]:
+    return reply.model_extra["blend"]
+
+
+def ask_with_documents(client: OpenAI, model: str, documents: list[str]) -> dict[str, Any]:
+    reply = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "When did the Velmar bridge open?"}],
+        max_tokens=8,
+        temperature=0,
+        extra_body={"documents": documents},
+    )
+    return blend_of(reply)
+
+
+def ask_with_retrieval(client: OpenAI, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    reply = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": QUESTION}],
+        max_tokens=12,
+        temperature=0,
+        extra_body={"retrieval": {"top_k": 2}},
+    )
+    return reply.model_extra["retrieval"], blend_of(reply)
+
+
+def wait_cached(http: httpx.Client, document_id: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    status = "unknown"
+    while time.monotonic() < deadline:
+        status = http.get(f"/v1/documents/{document_id}").json()["status"]
+        if status == "cached":
+            return
+        time.sleep(1)
+    raise SmokeFailure(f"document {document_id} still {status!r} after {timeout_s:.0f} s")
+
+
+def first_start(client: OpenAI, http: httpx.Client, model: str, state: Path) -> dict[str, Any]:
+    cold = ask_with_documents(client, model, DOCUMENTS)
+    warm = ask_with_documents(client, model, [DOCUMENTS[2], DOCUMENTS[0], DOCUMENTS[1]])
+    check(cold["chunks_hit"] + cold["chunks_missed"] == 3, f"first request: {cold}")
+    check(warm["chunks_hit"] == 3 and warm["chunks_missed"] == 0, f"reordered: {warm}")
+
+    files = {"file": (UPLOAD_NAME, UPLOAD_TEXT.encode(), "text/markdown")}
+    uploaded = http.post("/v1/documents", files=files)
+    check(uploaded.status_code == 200, f"upload: {uploaded.status_code} {uploaded.text}")
+    document_id = uploaded.json()["data"][0]["id"]
+    wait_cached(http, document_id, timeout_s=300)
+    sources, blend = ask_with_retrieval(client, model)
+    check(sources and sources[0]["document_id"] == document_id, f"not cited: {sources}")
+    state.write_text(json.dumps({"document_id": document_id}))
+    return {"reordered_blend": warm, "document_id": document_id, "retrieval_blend": blend}
+
+
+def after_restart(client: OpenAI, http: httpx.Client, model: str, state: Path) -> dict[str, Any]:
+    document_id = json.loads(state.read_text())["document_id"]
+    document = http.get(f"/v1/documents/{document_id}")
+    check(document.status_code == 200, f"document lost: {document.status_code} {document.text}")
+    check(document.json()["status"] == "cached", f"not cached after restart: {document.json()}")
+    sources, blend = ask_with_retrieval(client, model)
+    check(sources and sources[0]["document_id"] == document_id, f"not cited: {sources}")
+    check(blend["chunks_hit"] >= 1 and blend["chunks_missed"] == 0, f"KV recomputed: {blend}")
+    return {"document_id": document_id, "retrieval_blend": blend}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("phase", choices=["first", "restarted"])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--api-key", required=True)
+    parser.add_argument("--state", type=Path, required=True, help="JSON file passed between phases")
+    parser.add_argument("--ready-timeout", type=float, default=1200)
+    args = parser.parse_args()
+    try:
+        model, ready_s = wait_ready(args.url, args.ready_timeout)
+        client = OpenAI(base_url=f"{args.url}/v1", api_key=args.api_key, timeout=600)
+        headers = {"Authorization": f"Bearer {args.api_key}"}
+        with httpx.Client(base_url=args.url, headers=headers, timeout=120) as http:
+            phase = first_start if args.phase == "first" else after_restart
+            result = phase(client, http, model, args.state)
+    except SmokeFailure as exc:
+        print(f"FAILED ({args.phase}): {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"phase": args.phase, "ready_s": round(ready_s, 1), **result}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

