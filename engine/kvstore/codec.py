@@ -169,13 +169,13 @@ class EntryReader:
             raise CorruptEntry(f"bad magic {magic!r}")
         if version != FORMAT_VERSION:
             raise UntrustedEntry(f"format version {version}, this server reads {FORMAT_VERSION}")
-        if key_id != self._mac.key_id:
-            raise UntrustedEntry("written with another secret")
         if code not in _CODE_DTYPES or min(layers, tokens, heads, dim) == 0:
             raise CorruptEntry("invalid dtype code or zero dimension")
         header = EntryHeader(_CODE_DTYPES[code], layers, tokens, heads, dim, [], ())
         if size != header.total_nbytes:
             raise CorruptEntry(f"size {size} does not match the header's {header.total_nbytes}")
+        if key_id != self._mac.key_id:  # checked once the layout is known to be consistent
+            raise UntrustedEntry("written with another secret")
         rest = self._read_exact(header.header_nbytes - _FIXED.size, "header")
         body, digest = fixed + rest[:-DIGEST_BYTES], bytes(rest[-DIGEST_BYTES:])
         if not EntryMac.same(self._mac.header(body), digest):

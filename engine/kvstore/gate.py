@@ -90,7 +90,7 @@ class EntryGate:
             if problem is None:
                 ahead = read_ahead(source, self._read_ahead_layers)
                 layers = self._checked_layers(key, ahead, expected)
-                return LayerStream(source, layers, on_close=ahead.close)
+                return LayerStream(source, layers)
         except Exception as error:
             problem, counter = f"opening it failed: {error!r}", "read_errors"
         if source is not None:

@@ -68,8 +68,8 @@ def _read(path: Path) -> bytes:
     )
     try:
         mode = path.stat().st_mode
-        text = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError) as error:
+        text = path.read_bytes().decode("ascii", errors="replace").strip()
+    except OSError as error:
         raise SecretFileError(f"cannot read the chunk-KV secret file {path}: {error}") from error
     if len(text) != 2 * SECRET_BYTES or not all(c in "0123456789abcdefABCDEF" for c in text):
         raise SecretFileError(

@@ -1,14 +1,15 @@
-"""ChunkKV: exact serialization round trips, layer-wise reading, corruption detection."""
+"""ChunkKV: exact round trips, layer-wise reading, corruption and forgery detection."""
 
 import io
 
 import pytest
 import torch
 
-from engine.kvstore.codec import CorruptEntry, EntryReader
+from engine.kvstore.codec import CorruptEntry, EntryReader, UntrustedEntry
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.mac import EntryMac
-from tests.unit.kv_entries import SECRET
+from tests.unit import kv_entries
+from tests.unit.kv_entries import OTHER_SECRET, SECRET
 
 MAC = EntryMac(SECRET, "a" * 64)
 
@@ -118,3 +119,33 @@ def test_inconsistent_entries_are_refused() -> None:
         ChunkKV(entry.keys.to(torch.int32), entry.values.to(torch.int32), entry.token_ids)
     with pytest.raises(TypeError):
         ChunkKV(entry.keys, entry.values.float(), entry.token_ids)
+
+
+def test_an_entry_written_with_another_secret_is_untrusted() -> None:
+    entry = kv_entries.make_entry(0)
+    data = entry.to_bytes(kv_entries.mac_for(entry, OTHER_SECRET))
+    with pytest.raises(UntrustedEntry, match="another secret"):
+        ChunkKV.from_bytes(data, kv_entries.mac_for(entry))
+
+
+def test_an_entry_of_the_old_unkeyed_format_is_untrusted() -> None:
+    entry = kv_entries.make_entry(0)
+    with pytest.raises(UntrustedEntry, match="format version 1"):
+        ChunkKV.from_bytes(kv_entries.old_format_bytes(entry), kv_entries.mac_for(entry))
+
+
+@pytest.mark.parametrize("zero", [False, True], ids=["same-kv", "zeroed-kv"])
+def test_an_entry_forged_with_unkeyed_checksums_fails_its_mac(zero: bool) -> None:
+    entry = kv_entries.make_entry(0)
+    forged = kv_entries.forged_bytes(kv_entries.zeroed(entry) if zero else entry)
+    with pytest.raises(CorruptEntry, match="header MAC") as raised:
+        ChunkKV.from_bytes(forged, kv_entries.mac_for(entry))
+    assert not isinstance(raised.value, UntrustedEntry)
+
+
+def test_an_entry_is_valid_only_under_the_key_it_was_written_for() -> None:
+    entry, other = kv_entries.make_entry(0), kv_entries.make_entry(1)
+    data = entry.to_bytes(kv_entries.mac_for(entry))
+    assert kv_entries.same(ChunkKV.from_bytes(data, kv_entries.mac_for(entry)), entry)
+    with pytest.raises(CorruptEntry, match="header MAC"):
+        ChunkKV.from_bytes(data, kv_entries.mac_for(other))
