@@ -12,12 +12,11 @@ from typing import BinaryIO
 from engine.kvstore.atomic import fsync_directory, remove_temp_files, write_synced_temp
 from engine.kvstore.base import KVTier, LayerKV, LayerStream
 from engine.kvstore.codec import CorruptEntry, EntryReader, UntrustedEntry
-from engine.kvstore.counters import Counters
+from engine.kvstore.counters import Counters, RefusalLog
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.lru import LruBytes
 from engine.kvstore.mac import EntryMac, check_secret
-from engine.kvstore.refusals import RefusalLog
 
 logger = logging.getLogger(__name__)
 

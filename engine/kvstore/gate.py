@@ -15,12 +15,11 @@ import torch
 
 from engine.kvstore.base import LayerKV, LayerStream
 from engine.kvstore.codec import CorruptEntry
-from engine.kvstore.counters import Counters
+from engine.kvstore.counters import Counters, RefusalLog
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.prefetch import read_ahead
-from engine.kvstore.refusals import RefusalLog
 
 logger = logging.getLogger(__name__)
 
