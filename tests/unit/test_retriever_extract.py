@@ -2,7 +2,7 @@
 
 import pytest
 
-from retriever.extract import InvalidDocument, UnsupportedMediaType, extract_text
+from retriever.extract import InvalidDocument, TextTooLarge, UnsupportedMediaType, extract_text
 
 PAGE = b"""<!doctype html>
 <html><head><title>Release notes</title>
@@ -69,3 +69,9 @@ def test_files_without_text_are_invalid():
 def test_both_errors_are_value_errors():
     assert issubclass(InvalidDocument, ValueError)
     assert issubclass(UnsupportedMediaType, ValueError)
+
+
+def test_text_over_its_budget_is_refused_with_the_file_name():
+    assert extract_text("notes.txt", None, b"four", max_text_bytes=4) == "four"
+    with pytest.raises(TextTooLarge, match=r"notes\.txt holds more than 3 bytes of text"):
+        extract_text("notes.txt", None, b"four", max_text_bytes=3)

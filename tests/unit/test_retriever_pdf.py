@@ -1,44 +1,39 @@
-"""PDF uploads through pypdf."""
+"""PDF uploads through pypdf, page by page, within a budget of extracted text."""
 
 from __future__ import annotations
 
 import pytest
 
-from retriever.extract import InvalidDocument, extract_text
+from retriever.extract import InvalidDocument, TextTooLarge, extract_text
+from tests.unit.pdf_files import expanding_pdf, pdf_with_pages, simple_pdf, text_page
 
-
-def _pdf(text: str) -> bytes:
-    """A one-page PDF showing ``text``, built by hand with a correct cross-reference table."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-    ]
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
+pytest.importorskip("pypdf")
 
 
 def test_pdf_text_is_extracted() -> None:
-    pytest.importorskip("pypdf")
-    text = extract_text("report.pdf", "application/pdf", _pdf("The capital of Narnia is Cair."))
+    page = simple_pdf("The capital of Narnia is Cair.")
+    text = extract_text("report.pdf", "application/pdf", page)
     assert "The capital of Narnia is Cair." in text
 
 
+def test_pages_become_paragraphs() -> None:
+    pages = pdf_with_pages(text_page("One.", "Two."), text_page("Three."))
+    assert extract_text("book.pdf", None, pages) == "One.\nTwo.\n\nThree."
+
+
 def test_a_damaged_pdf_is_refused() -> None:
-    pytest.importorskip("pypdf")
-    with pytest.raises(InvalidDocument):
+    with pytest.raises(InvalidDocument, match=r"report\.pdf is not a readable PDF"):
         extract_text("report.pdf", "application/pdf", b"%PDF-1.4 this is not a pdf")
+
+
+def test_text_over_the_budget_stops_extraction() -> None:
+    with pytest.raises(TextTooLarge, match=r"bomb\.pdf holds more than 50000 bytes of text"):
+        extract_text("bomb.pdf", None, expanding_pdf(1), max_text_bytes=50_000)
+
+
+def test_the_budget_counts_every_page() -> None:
+    line = "x" * 600
+    pages = pdf_with_pages(*[text_page(line) for _ in range(5)])
+    assert len(extract_text("five.pdf", None, pages, max_text_bytes=5_000)) > 3_000
+    with pytest.raises(TextTooLarge, match=r"five\.pdf"):
+        extract_text("five.pdf", None, pages, max_text_bytes=2_000)
