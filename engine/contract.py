@@ -165,14 +165,27 @@ class BlendStats:
     """The blend failed and the chunk region was computed exactly instead (a full prefill)."""
     rejected_chunks: int = 0
     """Stored entries that failed verification against their chunk (treated as misses)."""
+    chunk_keys: tuple[str, ...] = ()
+    """Chunk-store keys of the chunks now held (hits and stored misses), in prompt order."""
+    evicted_keys: tuple[str, ...] = ()
+    """Chunk-store keys that left the store through eviction since the worker last reported."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def summary(self) -> dict[str, Any]:
+        """What a client sees in a response's ``blend`` object: everything but the keys."""
+        body = asdict(self)
+        del body["chunk_keys"], body["evicted_keys"]
+        return body
+
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> BlendStats:
         names = {field.name for field in fields(cls)}
-        return cls(**{key: value for key, value in body.items() if key in names})
+        kept = {key: value for key, value in body.items() if key in names}
+        for name in ("chunk_keys", "evicted_keys"):
+            kept[name] = tuple(kept.get(name, ()))
+        return cls(**kept)
 
     @classmethod
     def without_blend(cls, mode: Mode, prompt_tokens: int, cached_tokens: int) -> BlendStats:

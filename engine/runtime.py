@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.contract import BlendSettings
+from engine.contract import BlendSettings, BlendStats, stats_in
 from engine.platform import Device, prepare_environment
 
 if TYPE_CHECKING:
@@ -65,6 +65,8 @@ class Engine:
 
         self.options = options
         self.blending = options.blend is not None
+        self.stats_listener: Callable[[BlendStats], None] | None = None
+        """Called (on the event loop) with the statistics of every blended request as it ends."""
         kv_transfer_config = None
         if options.blend is not None:
             reason = blending_unsupported_reason(options.model_dir)
@@ -122,6 +124,10 @@ class Engine:
         if cache_salt is not None:
             prompt["cache_salt"] = cache_salt
         async for output in self._llm.generate(prompt, params, request_id=request_id):
+            if output.finished and self.stats_listener is not None:
+                stats = stats_in(output.kv_transfer_params)
+                if stats is not None:
+                    self.stats_listener(stats)
             yield output
 
     def shutdown(self) -> None:

@@ -14,10 +14,11 @@ from typing import Any
 from fastapi import FastAPI
 
 from engine.chunk_cache import ChunkCache
-from engine.connector.settings import BlendSettings
+from engine.contract import BlendSettings
 from engine.models.provision import resolve_model
 from engine.platform import resolve_device
 from engine.runtime import Engine, EngineOptions
+from gateway.engine_watch import exit_after_engine_death, wait_for_engine_death
 from gateway.errors import ContainUnexpectedErrors, install_error_handlers
 from gateway.limits import RequestLimits
 from gateway.metrics import RequestCounter
@@ -44,6 +45,8 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
         finally:
             if not loading.done():
                 log.warning("shutting down while the model is still loading")
+            if state.engine_watch is not None:
+                state.engine_watch.cancel()
             if state.precomputer is not None:
                 await state.precomputer.stop()
             if state.library is not None:
@@ -67,8 +70,7 @@ def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
         return None
     return BlendSettings(
         model_name=settings.name_for_clients,
-        store_dir=str(settings.chunk_kv_dir / "store"),
-        stats_dir=str(settings.chunk_kv_dir / "stats"),
+        chunk_kv_dir=str(settings.chunk_kv_dir),
         memory_bytes=int(settings.chunk_cache_memory_gib * GIB),
         disk_bytes=int(settings.chunk_cache_disk_gib * GIB),
         chunk_prefix=tuple(chunk_prefix(tokenizer, settings.chunk_prefix)),
@@ -127,6 +129,7 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
             state.precomputer.start()
         state.engine = engine
         state.tokenizer = tokenizer
+        state.engine_watch = asyncio.create_task(watch_engine(engine, state), name="engine-watch")
     except Exception as exc:
         state.load_error = f"{type(exc).__name__}: {exc}"
         log.exception("the model could not be loaded")
@@ -134,3 +137,9 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
             os.kill(os.getpid(), signal.SIGINT)
         return
     log.info("ready: serving %s on %s", state.settings.name_for_clients, options.device)
+
+
+async def watch_engine(engine: Engine, state: AppState) -> None:
+    await wait_for_engine_death(lambda: engine.is_alive)
+    state.engine_died = True
+    exit_after_engine_death()

@@ -48,4 +48,4 @@ def blend_summary(
     cache served the whole chunk region, or the request was a full prefill."""
     if stats is None:
         stats = BlendStats.without_blend(plan.mode, prompt_tokens, cached_tokens)
-    return stats.to_dict()
+    return stats.summary()

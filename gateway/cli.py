@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 from gateway.settings import Settings
 
@@ -24,16 +23,6 @@ def main(argv: list[str] | None = None) -> int:
 
     check = commands.add_parser("selfcheck", help="compare blend with full prefill on a server")
     check.add_argument("--prompts", type=int, default=6, help="prompts per mode")
-    check.add_argument(
-        "--eval-items",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also report F1 vs full on N held-out knowledge-conflict QA items (default: off)",
-    )
-    check.add_argument(
-        "--eval-data", default="data/eval/bigbench", help="BIG-bench cache (load_tests.eval.fetch)"
-    )
     ingest = commands.add_parser("ingest", help="upload files or folders to a running server")
     ingest.add_argument("paths", nargs="+", metavar="PATH")
     query = commands.add_parser("query", help="ask a running server, with retrieval")
@@ -69,46 +58,39 @@ def main(argv: list[str] | None = None) -> int:
     url = args.url or f"http://{settings.host}:{settings.port}"
     api_key = args.api_key or next(iter(settings.api_keys), None)
     if args.command == "selfcheck":
-        return _selfcheck(url, api_key, args.prompts, args.eval_items, Path(args.eval_data))
+        from gateway import selfcheck
+
+        return selfcheck.main(url, api_key, args.prompts)
     if args.command == "ingest":
         return client_commands.ingest(url, api_key, args.paths)
     return client_commands.query(url, api_key, args.question, args.top_k, args.mode)
-
-
-def _selfcheck(url: str, api_key: str | None, prompts: int, eval_items: int, data: Path) -> int:
-    """The synthetic check decides the exit status; the evaluation on real data only reports."""
-    from gateway import selfcheck
-
-    if eval_items <= 0:
-        return selfcheck.main(url, api_key, prompts)
-    from gateway import selfcheck_eval
-
-    try:
-        items = selfcheck_eval.held_out_items(data, eval_items)
-    except selfcheck_eval.EvalDataMissing as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    status = selfcheck.main(url, api_key, prompts)
-    selfcheck_eval.main(url, api_key, items)
-    return status
 
 
 def _serve(settings: Settings) -> int:
     import uvicorn
 
     from gateway.app import create_app
+    from gateway.data_dir_lock import DataDirInUse, DataDirLock
     from gateway.shutdown import GracefulServer
 
-    app = create_app(settings, exit_on_load_failure=True)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=settings.shutdown_timeout,
-    )
-    GracefulServer(config, app.state.ragblend.shutdown).run()
-    return 1 if app.state.ragblend.load_error else 0
+    lock = DataDirLock(settings.data_dir)
+    try:
+        lock.acquire(settings.port)
+    except DataDirInUse as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    with lock:
+        app = create_app(settings, exit_on_load_failure=True)
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            timeout_graceful_shutdown=settings.shutdown_timeout,
+        )
+        GracefulServer(config, app.state.ragblend.shutdown).run()
+    state = app.state.ragblend
+    return 1 if state.load_error or state.engine_died else 0
 
 
 def _models(settings: Settings, to_provision: list[str]) -> int:

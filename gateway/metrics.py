@@ -27,7 +27,14 @@ BLEND_TOKENS = Counter(
     ["mode", "kind"],
 )
 BLEND_CHUNKS = Counter(
-    "ragblend_blend_chunks_total", "Document chunks looked up in the chunk KV store.", ["result"]
+    "ragblend_blend_chunks_total",
+    "Document chunks looked up in the chunk KV store: hit, miss, or rejected (a stored entry "
+    "that failed verification against its chunk; also counted as a miss).",
+    ["result"],
+)
+BLEND_FALLBACKS = Counter(
+    "ragblend_blend_fallbacks_total",
+    "Blends that failed and were computed exactly instead (a full prefill of the chunks).",
 )
 
 PRECOMPUTED_CHUNKS = Counter(
@@ -44,6 +51,9 @@ def record_blend(summary: dict[str, Any]) -> None:
     BLEND_TOKENS.labels(mode, "recomputed").inc(summary["recomputed_tokens"])
     BLEND_CHUNKS.labels("hit").inc(summary["chunks_hit"])
     BLEND_CHUNKS.labels("miss").inc(summary["chunks_missed"])
+    BLEND_CHUNKS.labels("rejected").inc(summary["rejected_chunks"])
+    if summary["fell_back"]:
+        BLEND_FALLBACKS.inc()
 
 
 KNOWN_ROUTES = frozenset(

@@ -29,7 +29,11 @@ CAPITALS = {
 }
 FILLER = "The country has a long history, many rivers and mountains, and a lively culture. "
 EXACT_DIVERGENCE = 0.05
-"""Ratio 1.0 may differ from full only by rounding (bf16 kernels differ in summation order)."""
+"""Ratio 1.0 may differ from full only by rounding (bf16 kernels differ in summation order).
+The first token's distribution is the gate: greedy answers of a small model can part a few
+tokens later on a near-tie, depending on the CPU's bf16 kernels (seen: 1 of 2 SmolLM2 answers
+parting at KL 0.004 on one machine, identical on another), while a broken blend moves the
+first token's distribution by far more (reuse: ~0.1)."""
 
 MODES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("blend@1.0", {"mode": "blend", "recompute_ratio": 1.0}),
@@ -120,7 +124,7 @@ def main(url: str, api_key: str | None, prompts: int) -> int:
         same = f"{report.same_answer}/{prompts}"
         print(f"{report.name:16} {same:>20} {report.mean_divergence:>16.4f}")
     exact = reports[0]
-    if exact.same_answer < prompts or exact.mean_divergence > EXACT_DIVERGENCE:
+    if exact.mean_divergence > EXACT_DIVERGENCE:
         print("FAIL: blend at ratio 1.0 differs from full prefill", file=sys.stderr)
         return 1
     print("OK: blend at ratio 1.0 reproduces full prefill")

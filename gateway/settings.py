@@ -9,14 +9,16 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-
-def parse_check_layers(text: str) -> tuple[tuple[int, float], ...]:
-    """``"1:2,2:1.5,3:1"`` -> ((1, 2.0), (2, 1.5), (3, 1.0))."""
-    try:
-        pairs = [item.split(":") for item in text.split(",") if item.strip()]
-        return tuple((int(layer), float(multiple)) for layer, multiple in pairs)
-    except ValueError as exc:
-        raise ValueError(f"expected `layer:multiple,...`, got {text!r}") from exc
+from engine.contract import (
+    DEFAULT_CHUNK_HEAD_TOKENS,
+    DEFAULT_METRIC,
+    DEFAULT_MODE,
+    DEFAULT_RECOMPUTE_RATIO,
+    CheckLayers,
+    Metric,
+    Mode,
+    parse_check_layers,
+)
 
 
 class Settings(BaseSettings):
@@ -68,11 +70,11 @@ class Settings(BaseSettings):
     blend_enabled: bool = Field(
         True, description="Reuse cached chunk KV at any position (CacheBlend) for `documents`."
     )
-    blend_mode: Literal["blend", "reuse", "full"] = Field(
-        "blend", description="Default `blend.mode` of requests with documents."
+    blend_mode: Mode = Field(
+        DEFAULT_MODE, description="Default `blend.mode` of requests with documents."
     )
     blend_recompute_ratio: float = Field(
-        0.3,
+        DEFAULT_RECOMPUTE_RATIO,
         ge=0,
         le=1,
         description="Default share of chunk tokens recomputed per request (chunk heads included).",
@@ -82,13 +84,14 @@ class Settings(BaseSettings):
         description="Gradual filtering: `layer:multiple` pairs; after each check layer keep "
         "multiple x ratio of the cached tokens, the most deviating ones.",
     )
-    blend_metric: Literal["k", "v", "kv", "attn"] = Field(
-        "v",
+    blend_metric: Metric = Field(
+        DEFAULT_METRIC,
         description="What selects tokens to recompute: deviation of keys, values or both, or "
         "`attn`, the question's attention to them (the question is then blended too).",
     )
     blend_chunk_head_tokens: int = Field(
-        8, ge=0, description="Leading tokens of every cached chunk always recomputed in blend mode."
+        DEFAULT_CHUNK_HEAD_TOKENS,
+        ge=0, description="Leading tokens of every cached chunk always recomputed in blend mode."
     )
     chunk_cache_memory_gib: float = Field(
         2.0, gt=0, description="Memory tier of the chunk KV store, in GiB."
@@ -193,5 +196,5 @@ class Settings(BaseSettings):
     def chunk_kv_dir(self) -> Path:
         return self.data_dir / "chunk_kv"
 
-    def check_layer_schedule(self) -> tuple[tuple[int, float], ...]:
+    def check_layer_schedule(self) -> CheckLayers:
         return parse_check_layers(self.blend_check_layers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
@@ -32,6 +33,9 @@ class AppState:
     precomputer: Precomputer | None = None
     """Background chunk-KV precompute; None when blending is off."""
     load_error: str | None = None
+    engine_died: bool = False
+    engine_watch: asyncio.Task[None] | None = None
+    """The engine stopped while serving; the server is shutting down to exit non-zero."""
     created: int = field(default_factory=lambda: int(time.time()))
     shutdown: Shutdown = field(init=False)
     """Begun on SIGTERM; its deadline ends the generations still open."""

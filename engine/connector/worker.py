@@ -10,8 +10,6 @@ is redone as an exact computation of the claimed region, reported as ``fell_back
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
@@ -21,10 +19,9 @@ from engine.blend.fuse import Attend, CachedChunk, Selection, blend_prefill
 from engine.connector.metadata import BlendJob
 from engine.connector.model import VllmDecoder, find_model_runner_model
 from engine.connector.paged_attention import CpuPagedAttention
+from engine.connector.placement import Capture, ChunkUnreadable, Placement, cached_layers
 from engine.connector.stats import StatsOutbox
 from engine.contract import BlendSettings, BlendStats, SelectionOverrides
-from engine.kvstore.codec import CorruptEntry
-from engine.kvstore.entry import ChunkKV
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey, model_fingerprint
 from engine.kvstore.secret import load_or_create_secret
@@ -32,36 +29,6 @@ from engine.kvstore.store import ChunkKVStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class _ChunkUnreadable(RuntimeError):
-    def __init__(self, key: ChunkKey) -> None:
-        super().__init__(f"cached chunk {key} turned out corrupt while loading")
-        self.key = key
-
-
-@dataclass
-class _Capture:
-    """Collects one span's fresh K/V, layer by layer, to store it as a chunk."""
-
-    key: ChunkKey
-    start: int
-    end: int
-    token_ids: list[int]
-    keys: list[Tensor] = field(default_factory=list)
-    values: list[Tensor] = field(default_factory=list)
-
-    def entry(self) -> ChunkKV:
-        return ChunkKV(torch.stack(self.keys), torch.stack(self.values), self.token_ids)
-
-
-@dataclass
-class _Placement:
-    """Where each chunk of a job comes from: the store (hits) or this computation (captures)."""
-
-    hits: list[CachedChunk] = field(default_factory=list)
-    captures: list[_Capture] = field(default_factory=list)
-    rejected: int = 0
 
 
 class BlendWorker:
@@ -112,7 +79,7 @@ class BlendWorker:
         while True:
             try:
                 return self._run(job, unreadable)
-            except _ChunkUnreadable as exc:
+            except ChunkUnreadable as exc:
                 log.warning("%s; treating it as a miss", exc)
                 self.store.delete(exc.key)
                 unreadable.add(exc.key)
@@ -136,11 +103,13 @@ class BlendWorker:
             chunks_missed=len(placement.captures),
             prefix_cached_tokens=job.num_local_cached,
             rejected_chunks=placement.rejected,
+            chunk_keys=tuple(placement.keys),
+            evicted_keys=tuple(self.store.take_lost_keys()),
         )
 
     def _run_exact(self, job: BlendJob) -> BlendStats:
         """The claimed region computed exactly, as a full prefill would; nothing is stored."""
-        self._fill(job, _Placement(), Selection(1.0), capture=False)
+        self._fill(job, Placement(), Selection(1.0), capture=False)
         return BlendStats(
             mode=job.plan.mode,
             reused_tokens=0,
@@ -149,6 +118,7 @@ class BlendWorker:
             chunks_missed=len(job.plan.spans),
             prefix_cached_tokens=job.num_local_cached,
             fell_back=True,
+            evicted_keys=tuple(self.store.take_lost_keys()),
         )
 
     @property
@@ -162,8 +132,8 @@ class BlendWorker:
             token_ids, decoder.num_layers, decoder.num_kv_heads, decoder.head_dim, decoder.dtype
         )
 
-    def _place(self, job: BlendJob, unreadable: set[ChunkKey]) -> _Placement:
-        placement = _Placement()
+    def _place(self, job: BlendJob, unreadable: set[ChunkKey]) -> Placement:
+        placement = Placement()
         reusable = self._decoder.rope is not None and job.plan.mode != "full"
         rejected_before = self._rejected()
         for span in job.plan.spans:
@@ -171,16 +141,17 @@ class BlendWorker:
                 break  # a chunk cut by the claim's end is computed like any uncached token
             chunk_tokens = job.token_ids[span.start : span.end]
             key = ChunkKey.for_chunk(self.fingerprint, chunk_tokens)
+            placement.keys.append(key)
             stream = None
             if reusable and key not in unreadable:
                 stream = self.store.prefetch_layers(key, self._expectation(chunk_tokens))
             if stream is not None:
                 prefix_len = len(self.settings.chunk_prefix)
                 placement.hits.append(
-                    CachedChunk(span.start, span.end, prefix_len, _layers(stream, key))
+                    CachedChunk(span.start, span.end, prefix_len, cached_layers(stream, key))
                 )
             else:
-                placement.captures.append(_Capture(key, span.start, span.end, chunk_tokens))
+                placement.captures.append(Capture(key, span.start, span.end, chunk_tokens))
         placement.rejected = self._rejected() - rejected_before
         return placement
 
@@ -188,7 +159,7 @@ class BlendWorker:
         return self.store.stats().get("rejected", 0)
 
     def _fill(
-        self, job: BlendJob, placement: _Placement, selection: Selection, capture: bool = True
+        self, job: BlendJob, placement: Placement, selection: Selection, capture: bool = True
     ) -> Any:
         """Blend the claimed region and write it into the paged cache; captures chunks that were
         computed in place exactly as alone."""
@@ -228,7 +199,7 @@ class BlendWorker:
             settled,
         )
 
-    def _store(self, captures: list[_Capture]) -> None:
+    def _store(self, captures: list[Capture]) -> None:
         device = next(iter(self._kv_caches.values())).device
         for capture in captures:
             if not capture.keys:
@@ -268,7 +239,7 @@ class BlendWorker:
         prefix = list(self.settings.chunk_prefix)
         return start == len(prefix) and job.token_ids[:start] == prefix
 
-    def _compute_alone(self, capture: _Capture, device: torch.device) -> None:
+    def _compute_alone(self, capture: Capture, device: torch.device) -> None:
         prefix = list(self.settings.chunk_prefix)
         ids = torch.tensor(prefix + capture.token_ids, device=device)
 
@@ -287,12 +258,3 @@ class BlendWorker:
 def _first_set(override: T | None, default: T) -> T:
     return default if override is None else override
 
-
-def _layers(stream: Any, key: ChunkKey) -> Iterator[tuple[Tensor, Tensor]]:
-    try:
-        for _, keys, values in stream:
-            yield keys, values
-    except CorruptEntry as exc:
-        raise _ChunkUnreadable(key) from exc
-    finally:
-        stream.close()

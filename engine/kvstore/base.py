@@ -121,6 +121,14 @@ class KVTier(ABC):
         bytes this server did not write); `ChunkKVStore.stats()` sums those over its tiers.
         """
 
+    def take_evicted(self, limit: int) -> list[ChunkKey]:
+        """Up to `limit` keys this tier evicted on its own (capacity) since the last call.
+
+        Explicit deletes are not reported. A tier whose backend evicts behind its back (a shared
+        cache with its own eviction policy) cannot know, and returns [] as this default does.
+        """
+        return []
+
     def load_layers(self, key: ChunkKey) -> LayerStream | None:
         """Stream the entry for `key` layer by layer, or return None on a miss.
 

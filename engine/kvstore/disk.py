@@ -197,6 +197,10 @@ class DiskTier(KVTier):
                 return False
         return True
 
+    def take_evicted(self, limit: int) -> list[ChunkKey]:
+        with self._lock:
+            return self._lru.take_evicted(limit)
+
     def keys(self) -> list[ChunkKey]:
         """Keys of the entry files in the directory, in no particular order."""
         paths = self.directory.glob(f"*{ENTRY_SUFFIX}")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 KeyT = TypeVar("KeyT", bound=Hashable)
+EVICTION_LOG = 8192
+"""Evicted keys remembered for `take_evicted`; older ones are forgotten if nobody asks."""
 
 
 class LruBytes(Generic[KeyT]):
@@ -21,6 +23,7 @@ class LruBytes(Generic[KeyT]):
         self.capacity_bytes = capacity_bytes
         self.used_bytes = 0
         self._sizes: OrderedDict[KeyT, int] = OrderedDict()
+        self._evicted: deque[KeyT] = deque(maxlen=EVICTION_LOG)
 
     def __contains__(self, key: KeyT) -> bool:
         return key in self._sizes
@@ -59,4 +62,9 @@ class LruBytes(Generic[KeyT]):
             key, size = self._sizes.popitem(last=False)
             self.used_bytes -= size
             evicted.append(key)
+        self._evicted.extend(evicted)
         return evicted
+
+    def take_evicted(self, limit: int) -> list[KeyT]:
+        """Up to `limit` keys evicted since the last call, oldest first (removed from the log)."""
+        return [self._evicted.popleft() for _ in range(min(limit, len(self._evicted)))]

@@ -56,6 +56,10 @@ class MemoryTier(KVTier):
             self._lru.remove(key)
             return self._entries.pop(key, None) is not None
 
+    def take_evicted(self, limit: int) -> list[ChunkKey]:
+        with self._lock:
+            return self._lru.take_evicted(limit)
+
     def keys(self) -> list[ChunkKey]:
         """Keys from least to most recently used."""
         with self._lock:

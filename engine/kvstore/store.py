@@ -186,6 +186,16 @@ class ChunkKVStore:
             removed = [tier.delete(key) for tier in self._tiers]
         return pending or any(removed)
 
+    def take_lost_keys(self, limit_per_tier: int = 128) -> list[ChunkKey]:
+        """Keys that left the store through eviction since the last call: evicted from a tier
+        and held by no other. Each tier reports at most `limit_per_tier` (the rest wait for the
+        next call). Deleted keys are not reported; a tier that cannot see its own evictions
+        contributes none."""
+        evicted: dict[ChunkKey, None] = {}
+        for tier in self._tiers:
+            evicted.update(dict.fromkeys(tier.take_evicted(limit_per_tier)))
+        return [key for key in evicted if not self.contains(key)]
+
     def flush(self) -> None:
         """Wait until every queued backing write has finished."""
         self._writes.join()

@@ -34,6 +34,7 @@ class Server:
     log: Path
     models_dir: Path
     data_dir: Path
+    process: subprocess.Popen[bytes] | None = None
 
     def client(self) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.api_key}"}
@@ -86,7 +87,7 @@ def running_server(data_dir: Path) -> Iterator[Server]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, process, log)
-        yield Server(url, TEST_MODEL, API_KEY, log, models_dir, data_dir)
+        yield Server(url, TEST_MODEL, API_KEY, log, models_dir, data_dir, process)
     finally:
         process.send_signal(signal.SIGINT)
         try:

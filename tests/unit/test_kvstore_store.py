@@ -262,3 +262,25 @@ def test_concurrent_puts_and_gets_stay_consistent(tmp_path: Path) -> None:
     assert stats["memory_bytes"] <= 6 * ENTRY_BYTES
     assert stats["disk_entries"] == len(entries)
     store.close()
+
+
+def test_keys_evicted_from_every_tier_are_reported_once_as_lost(tmp_path: Path) -> None:
+    first, second, third = (make_entry(seed) for seed in range(3))
+    memory_only = ChunkKVStore(MemoryTier(2 * first.nbytes))
+    for entry in (first, second, third):
+        memory_only.put(key_of(entry), entry)
+    assert memory_only.take_lost_keys() == [key_of(first)]
+    assert memory_only.take_lost_keys() == []
+    memory_only.delete(key_of(second))
+    assert memory_only.take_lost_keys() == []  # deleted on purpose: not a loss
+
+
+def test_an_entry_evicted_from_memory_but_kept_on_disk_is_not_lost(tmp_path: Path) -> None:
+    first, second = make_entry(0), make_entry(1)
+    disk = DiskTier(tmp_path, SECRET)
+    with ChunkKVStore(MemoryTier(first.nbytes), disk) as store:
+        store.put(key_of(first), first)
+        store.put(key_of(second), second)
+        store.flush()
+        assert store.take_lost_keys() == []
+        assert store.contains(key_of(first))
