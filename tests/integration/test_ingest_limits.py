@@ -89,7 +89,7 @@ def test_a_pdf_that_expands_hugely_is_refused(server: Server) -> None:
 
 
 def test_health_answers_while_a_slow_pdf_is_read(server: Server) -> None:
-    slow = slow_pdf(20)  # no text, and 10-20 s of pypdf's time: far longer than HEALTH_TIMEOUT
+    slow = slow_pdf(16)  # no text, and 10-20 s of pypdf's time: far longer than HEALTH_TIMEOUT
 
     def upload() -> httpx.Response:
         with server.client() as client:
@@ -121,7 +121,7 @@ def test_a_small_document_is_stored_while_a_large_batch_is_embedded(server: Serv
 
     with ThreadPoolExecutor(max_workers=1) as pool, server.client() as client:
         ingesting = pool.submit(ingest_large)
-        time.sleep(1)  # a head start: the large batch is being chunked and embedded meanwhile
+        time.sleep(0.5)  # a head start: the large batch is being chunked and embedded meanwhile
         small = client.post("/v1/documents", json={"documents": [{"text": _novel(300)}]})
         assert small.status_code == 200, small.text
         assert not ingesting.done()  # the small one did not wait for the large batch
