@@ -106,11 +106,11 @@ class _ChildSlots:
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._semaphore = asyncio.Semaphore()
+        self._semaphore: asyncio.Semaphore | None = None
 
     def for_running_loop(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:
+        if loop is not self._loop or self._semaphore is None:
             self._loop, self._semaphore = loop, asyncio.Semaphore(os.cpu_count() or 1)
         return self._semaphore
 
