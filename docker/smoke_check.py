@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,11 +43,22 @@ def check(condition: bool, message: str) -> None:
         raise SmokeFailure(message)
 
 
-def wait_ready(url: str, timeout_s: float) -> tuple[str, float]:
-    """Poll /health until it reports ready; return the served model name and seconds waited."""
+def restarts(container: str) -> int:
+    inspect = ["docker", "inspect", "--format", "{{.RestartCount}}", container]
+    answer = subprocess.run(inspect, capture_output=True, text=True, check=True)
+    return int(answer.stdout)
+
+
+def wait_ready(url: str, container: str, timeout_s: float) -> tuple[str, float]:
+    """Poll /health until it reports ready; return the served model name and seconds waited.
+
+    A container that exits while starting is restarted by its policy, so its restart count,
+    not its state, tells a crash from a slow start.
+    """
     start = time.monotonic()
     last = "no answer"
     while time.monotonic() - start < timeout_s:
+        check(restarts(container) == 0, f"{container} exited before it was ready: see its logs")
         try:
             reply = httpx.get(f"{url}/health", timeout=5)
             body = reply.json()
@@ -130,11 +142,12 @@ def main() -> int:
     parser.add_argument("phase", choices=["first", "restarted"])
     parser.add_argument("--url", required=True)
     parser.add_argument("--api-key", required=True)
+    parser.add_argument("--container", required=True, help="the compose service's container")
     parser.add_argument("--state", type=Path, required=True, help="JSON file passed between phases")
     parser.add_argument("--ready-timeout", type=float, default=1200)
     args = parser.parse_args()
     try:
-        model, ready_s = wait_ready(args.url, args.ready_timeout)
+        model, ready_s = wait_ready(args.url, args.container, args.ready_timeout)
         client = OpenAI(base_url=f"{args.url}/v1", api_key=args.api_key, timeout=600)
         headers = {"Authorization": f"Bearer {args.api_key}"}
         with httpx.Client(base_url=args.url, headers=headers, timeout=120) as http:

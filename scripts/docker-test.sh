@@ -112,7 +112,10 @@ export RAGBLEND_DOCKER_CA_BUNDLE="${RAGBLEND_DOCKER_CA_BUNDLE:-${PIP_CERT:-/etc/
 export RAGBLEND_MODEL=smollm2-135m-instruct RAGBLEND_PORT="$port"
 export RAGBLEND_API_KEYS="smoke-$RANDOM$RANDOM"
 url="http://127.0.0.1:$port"
-smoke() { "$python" docker/smoke_check.py "$1" --url "$url" --api-key "$RAGBLEND_API_KEYS" --state "$work/state.json"; }
+smoke() {
+  "$python" docker/smoke_check.py "$1" --url "$url" --api-key "$RAGBLEND_API_KEYS" \
+    --container "$(compose ps -q ragblend)" --state "$work/state.json"
+}
 
 compose down -v --remove-orphans >/dev/null 2>&1 || true
 say "docker compose up --build (base $RAGBLEND_BASE_IMAGE)"
@@ -131,7 +134,14 @@ docker run --rm --entrypoint /bin/sh "$image" -c \
   'test -z "${PIP_CERT:-}" && test ! -e /run/secrets/pip_ca' \
   || { say "the image carries PIP_CERT or the pip_ca secret"; exit 1; }
 
-say "docker compose down, then up (volume kept)"
+say "docker compose stop, down, then up (volume kept)"
+container="$(compose ps -q ragblend)"
+start=$(date +%s)
+compose stop >&2
+stop_s=$(($(date +%s) - start))
+# 137: Docker's SIGKILL after the grace period, i.e. the server did not stop on SIGTERM in time.
+exit_code="$(docker inspect --format '{{.State.ExitCode}}' "$container")"
+[ "$exit_code" != 137 ] || { say "the server ignored SIGTERM until Docker killed it"; exit 1; }
 compose down >&2
 start=$(date +%s)
 compose up --detach 2>&1 | tail -5 >&2
@@ -142,4 +152,5 @@ say "after restart: $restarted"
 size_mb=$(($(docker image inspect -f '{{.Size}}' "$image") / 1000000))
 echo "docker-test: image $image $size_mb MB; runs as $user"
 echo "docker-test: up --build ${build_s} s, then first ready in $(echo "$first" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["ready_s"])') s"
+echo "docker-test: stopped on SIGTERM in ${stop_s} s (exit code $exit_code)"
 echo "docker-test: after down/up ready in $(echo "$restarted" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["ready_s"])') s (checks done ${restart_s} s after up)"
