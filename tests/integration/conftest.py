@@ -62,8 +62,11 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextmanager
-def running_server(data_dir: Path) -> Iterator[Server]:
-    """``ragblend serve`` in a subprocess on SmolLM2 with ``data_dir``, until the block ends."""
+def running_server(
+    data_dir: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[Server]:
+    """``ragblend serve`` in a subprocess on SmolLM2 with ``data_dir``, until the block ends;
+    ``extra_env`` adds or overrides settings."""
     models_dir = Path(os.environ.get("RAGBLEND_MODELS_DIR", REPO / "data" / "models"))
     log = data_dir / "server.log"
     port = _free_port()
@@ -80,6 +83,7 @@ def running_server(data_dir: Path) -> Iterator[Server]:
         "RAGBLEND_MAX_DOCUMENT_BYTES": str(MAX_DOCUMENT_BYTES),
         # Too small to hold any chunk: every cached chunk is read back from the disk tier.
         "RAGBLEND_CHUNK_CACHE_MEMORY_GIB": "0.0001",
+        **(extra_env or {}),
     }
     command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
     with log.open("ab") as sink:
