@@ -29,19 +29,17 @@ class EntryGate:
 
     A refused entry is counted ("rejected" when it does not match its use, "read_errors" when
     reading it raised), logged (at warning once per key) and handed to `discard`, which deletes
-    it from every tier. `promote` receives a backing entry once it was read whole and checked.
+    it from every tier. A stream's `promote` receives its entry once it was read whole and checked.
     Methods run on the caller's thread and may be called from several threads at once.
     """
 
     def __init__(
         self,
         discard: Callable[[ChunkKey], object],
-        promote: Callable[[ChunkKey, ChunkKV], None],
         read_ahead_layers: int,
     ) -> None:
         self.counters = Counters("rejected", "read_errors")
         self._discard = discard
-        self._promote = promote
         self._read_ahead_layers = read_ahead_layers
         self._refusals = RefusalLog(logger)
 
@@ -73,12 +71,17 @@ class EntryGate:
             return None
 
     def open(
-        self, key: ChunkKey, load: Callable[[], LayerStream | None], expected: EntryExpectation
+        self,
+        key: ChunkKey,
+        load: Callable[[], LayerStream | None],
+        expected: EntryExpectation,
+        promote: Callable[[ChunkKV], None],
     ) -> LayerStream | None:
         """The stream `load()` opens, checked and read ahead; None on a miss or a refusal.
 
-        The stream's header is checked now; each layer as it is yielded. Iterating the returned
-        stream raises only `CorruptEntry`, after the entry was refused.
+        The stream's header is checked now; each layer as it is yielded; `promote` receives the
+        entry once every layer arrived. Iterating the returned stream raises only
+        `CorruptEntry`, after the entry was refused.
         """
         source: LayerStream | None = None
         try:
@@ -88,7 +91,7 @@ class EntryGate:
             problem, counter = expected.mismatch(source), "rejected"
             if problem is None:
                 ahead = read_ahead(source, self._read_ahead_layers)
-                layers = self._checked_layers(key, ahead, expected)
+                layers = self._checked_layers(key, ahead, expected, promote)
                 return LayerStream(source, layers)
         except Exception as error:
             problem, counter = f"opening it failed: {error!r}", "read_errors"
@@ -98,7 +101,11 @@ class EntryGate:
         return None
 
     def _checked_layers(
-        self, key: ChunkKey, stream: LayerStream, expected: EntryExpectation
+        self,
+        key: ChunkKey,
+        stream: LayerStream,
+        expected: EntryExpectation,
+        promote: Callable[[ChunkKV], None],
     ) -> Generator[LayerKV, None, None]:
         """Yield `stream`'s layers, each checked; promote the entry once every layer arrived."""
         keys: list[torch.Tensor] = []
@@ -117,7 +124,7 @@ class EntryGate:
                 self.refuse(key, "rejected", problem)
                 raise CorruptEntry(problem)
             token_ids = list(expected.token_ids)
-            self._promote(key, ChunkKV(torch.stack(keys), torch.stack(values), token_ids))
+            promote(ChunkKV(torch.stack(keys), torch.stack(values), token_ids))
         except CorruptEntry:
             raise  # already counted, logged and deleted, here or by the tier that found it
         except Exception as error:

@@ -1,4 +1,4 @@
-"""`ChunkKVStore`: a memory tier in front of an optional slower tier, written asynchronously.
+"""`ChunkKVStore`: a memory tier in front of slower tiers (disk, Redis), written asynchronously.
 
 It serves an entry only for the use it was made for: every lookup says what it expects
 (`EntryExpectation`), and anything else, or anything that fails to read, is a miss.
@@ -6,9 +6,7 @@ It serves an entry only for the use it was made for: every lookup says what it e
 
 from __future__ import annotations
 
-import logging
 import os
-import queue
 import threading
 from types import TracebackType
 
@@ -20,17 +18,18 @@ from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.gate import EntryGate
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.memory import MemoryTier
-
-logger = logging.getLogger(__name__)
+from engine.kvstore.redis_tier import RedisTier
+from engine.kvstore.writer import BackingWrites
 
 
 class ChunkKVStore:
-    """Looks up memory, then entries still waiting to be written, then the backing tier.
+    """Looks up memory, then entries still waiting to be written, then each backing tier in order.
 
-    `put` stores into memory at once and hands the backing write (disk, or any `KVTier`) to one
-    background writer through a bounded queue: ingestion never waits for storage, and when the
-    queue is full the backing write is dropped and counted ("dropped_writes"). Hits in the
-    backing tier are promoted into memory.
+    `put` stores into memory at once and hands the write to every backing tier (disk, Redis, or
+    any `KVTier`, fastest first) to that tier's background writer through a bounded queue:
+    ingestion never waits for storage, and when a queue is full that write is dropped and
+    counted ("dropped_writes"). A hit in a backing tier is promoted into memory and, through the
+    same queues, into the backing tiers before it.
 
     Lookups never raise because of what is stored. An entry that does not match the caller's
     `EntryExpectation` (counted "rejected"), that a tier finds damaged ("corrupt") or untrusted
@@ -43,8 +42,7 @@ class ChunkKVStore:
     def __init__(
         self,
         memory: KVTier,
-        backing: KVTier | None = None,
-        *,
+        *backing: KVTier,
         write_queue_size: int = 64,
         read_ahead_layers: int = 2,
     ) -> None:
@@ -53,18 +51,10 @@ class ChunkKVStore:
         self.memory = memory
         self.backing = backing
         self._counters = Counters("misses", "pending_hits", "dropped_writes", "write_errors")
-        self._gate = EntryGate(self.delete, self.memory.put, read_ahead_layers)
-        self._pending: dict[ChunkKey, ChunkKV] = {}  # accepted, not yet in the backing tier
-        self._pending_lock = threading.Lock()
-        self._write_lock = threading.Lock()  # orders backing writes against deletes
-        self._writes: queue.Queue[tuple[ChunkKey, ChunkKV] | None] = queue.Queue(write_queue_size)
+        self._gate = EntryGate(self.delete, read_ahead_layers)
+        self._writes = BackingWrites(backing, write_queue_size, self._counters)
+        self._lock = threading.Lock()  # orders puts and promotions against close
         self._closed = False
-        self._writer: threading.Thread | None = None
-        if backing is not None:
-            self._writer = threading.Thread(
-                target=self._write_loop, args=(backing,), name="chunk-kv-writer", daemon=True
-            )
-            self._writer.start()
 
     @classmethod
     def create(
@@ -74,26 +64,31 @@ class ChunkKVStore:
         disk_bytes: int | None = None,
         *,
         secret: bytes | None = None,
+        redis_url: str | None = None,
+        redis_timeout_s: float = 0.5,
         **options: int,
     ) -> ChunkKVStore:
-        """A memory tier of `memory_bytes`, backed by a disk tier when `disk_dir` is given.
+        """A memory tier of `memory_bytes`, then a disk tier when `disk_dir` is given, then a
+        Redis tier when `redis_url` is given.
 
-        The disk tier signs and verifies its entries with `secret` (`load_or_create_secret`),
-        which is required with `disk_dir`.
+        The slower tiers sign and verify their entries with `secret` (`load_or_create_secret`,
+        or the secret shared by every server using the same Redis), required with either.
         """
-        if disk_dir is None:
-            return cls(MemoryTier(memory_bytes), None, **options)
-        if secret is None:
-            raise ValueError("a disk tier needs the secret that signs its entries")
-        return cls(MemoryTier(memory_bytes), DiskTier(disk_dir, secret, disk_bytes), **options)
+        backing: list[KVTier] = []
+        if (disk_dir is not None or redis_url) and secret is None:
+            raise ValueError("disk and Redis tiers need the secret that signs their entries")
+        if disk_dir is not None and secret is not None:
+            backing.append(DiskTier(disk_dir, secret, disk_bytes))
+        if redis_url and secret is not None:
+            backing.append(RedisTier(redis_url, secret, redis_timeout_s))
+        return cls(MemoryTier(memory_bytes), *backing, **options)
 
     @property
     def _tiers(self) -> list[KVTier]:
-        return [self.memory] if self.backing is None else [self.memory, self.backing]
+        return [self.memory, *self.backing]
 
     def _pending_entry(self, key: ChunkKey) -> ChunkKV | None:
-        with self._pending_lock:
-            entry = self._pending.get(key)
+        entry = self._writes.pending_entry(key)
         if entry is not None:
             self._counters.add("pending_hits")
         return entry
@@ -101,89 +96,87 @@ class ChunkKVStore:
     def get(self, key: ChunkKey, expected: EntryExpectation) -> ChunkKV | None:
         """The whole entry for `key` from the fastest tier holding it, if it matches `expected`.
 
-        Runs on the caller's thread and may block on the backing tier's I/O. A backing hit is
-        promoted into memory. Returns None on a miss or a refused entry; never raises for one.
+        Runs on the caller's thread and may block on the backing tiers' I/O. A backing hit is
+        promoted into the tiers before it. Returns None on a miss or a refused entry; never
+        raises for one.
         """
         found = self.memory.get(key) or self._pending_entry(key)
-        backing, from_backing = self.backing, False
-        if found is None and backing is not None:
-            found, from_backing = self._gate.read(key, lambda: backing.get(key)), True
+        source = -1
+        for index, tier in enumerate(self.backing):
+            if found is not None:
+                break
+            found, source = self._gate.read(key, lambda tier=tier: tier.get(key)), index
         entry = self._gate.entry(key, found, expected)
         if entry is None:
             self._counters.add("misses")
-        elif from_backing:
-            self.memory.put(key, entry)
+        elif source >= 0:
+            self._promote(key, entry, source)
         return entry
 
     def prefetch_layers(self, key: ChunkKey, expected: EntryExpectation) -> LayerStream | None:
         """Stream the entry for `key` layer by layer if it matches `expected`; else None.
 
         Runs on the caller's thread and returns once the entry's header is read and checked (from
-        memory: at once). From the backing tier, a background thread reads up to
+        memory: at once). From a backing tier, a background thread reads up to
         `read_ahead_layers` layers ahead, so the caller can work on layer i while later layers
         load; every layer is checked against `expected` as it is yielded, and a fully consumed
-        stream is promoted into memory. Returns None on a miss or a refused entry and never
-        raises for one. Iterating raises only `CorruptEntry` (see `LayerStream`): the entry has
-        then been deleted, and the caller must treat the whole chunk as a miss.
+        stream is promoted into the tiers before it. Returns None on a miss or a refused entry
+        and never raises for one. Iterating raises only `CorruptEntry` (see `LayerStream`): the
+        entry has then been deleted, and the caller must treat the whole chunk as a miss.
         """
         found = self.memory.get(key) or self._pending_entry(key)
-        backing = self.backing
         stream = None
         if found is not None:
             entry = self._gate.entry(key, found, expected)
             stream = None if entry is None else LayerStream.from_entry(entry)
-        elif backing is not None:
-            stream = self._gate.open(key, lambda: backing.load_layers(key), expected)
+        else:
+            for index, tier in enumerate(self.backing):
+                stream = self._gate.open(
+                    key,
+                    lambda tier=tier: tier.load_layers(key),
+                    expected,
+                    lambda entry, index=index: self._promote(key, entry, index),
+                )
+                if stream is not None:
+                    break
         if stream is None:
             self._counters.add("misses")
         return stream
 
     def put(self, key: ChunkKey, entry: ChunkKV) -> None:
-        """Store in memory now; queue the backing write, dropping it if the queue is full."""
-        with self._pending_lock:
-            if self._closed:
-                raise RuntimeError("ChunkKVStore is closed")
-            self.memory.put(key, entry)
-            if self.backing is None:
-                return
-            try:
-                self._writes.put_nowait((key, entry))
-            except queue.Full:
-                self._counters.add("dropped_writes")
-                logger.debug("write queue full, not persisting chunk KV %s", key)
-                return
-            self._pending[key] = entry  # the writer checks this under the same lock
+        """Store in memory now; queue every backing write, dropping those whose queue is full."""
+        self._store(key, entry, len(self.backing), refuse_when_closed=True)
 
-    def _write_loop(self, backing: KVTier) -> None:
-        while (item := self._writes.get()) is not None:
-            key, entry = item
-            with self._write_lock:
-                with self._pending_lock:
-                    still_wanted = self._pending.get(key) is entry
-                if still_wanted:
-                    try:
-                        backing.put(key, entry)
-                    except Exception:
-                        logger.exception("failed to persist chunk KV %s", key)
-                        self._counters.add("write_errors")
-                with self._pending_lock:
-                    if self._pending.get(key) is entry:
-                        del self._pending[key]
-            self._writes.task_done()
-        self._writes.task_done()
+    def _promote(self, key: ChunkKey, entry: ChunkKV, source: int) -> None:
+        """Copy a hit from backing tier `source` into memory and the backing tiers before it."""
+        self._store(key, entry, source, refuse_when_closed=False)
+
+    def _store(
+        self, key: ChunkKey, entry: ChunkKV, tier_count: int, refuse_when_closed: bool
+    ) -> None:
+        with self._lock:
+            if self._closed:
+                if refuse_when_closed:
+                    raise RuntimeError("ChunkKVStore is closed")
+                return
+            self.memory.put(key, entry)
+            self._writes.queue(key, entry, tier_count)
 
     def contains(self, key: ChunkKey) -> bool:
         """Whether any tier (or the write queue) holds `key`, without reading or checking it."""
-        with self._pending_lock:
-            pending = key in self._pending
+        pending = self._writes.pending_entry(key) is not None
         return pending or any(tier.contains(key) for tier in self._tiers)
 
     def delete(self, key: ChunkKey) -> bool:
-        """Remove `key` from every tier and cancel its pending write; whether any held it."""
-        with self._write_lock:
-            with self._pending_lock:
-                pending = self._pending.pop(key, None) is not None
-            removed = [tier.delete(key) for tier in self._tiers]
+        """Remove `key` from every tier and cancel its pending writes; whether any held it.
+
+        Waits for a write of `key` in progress in a tier before deleting it there.
+        """
+        pending = self._writes.cancel(key)
+        removed = [self.memory.delete(key)]
+        for writer in self._writes.writers:
+            with writer.lock:
+                removed.append(writer.tier.delete(key))
         return pending or any(removed)
 
     def take_lost_keys(self, limit_per_tier: int = 128) -> list[ChunkKey]:
@@ -198,7 +191,7 @@ class ChunkKVStore:
 
     def flush(self) -> None:
         """Wait until every queued backing write has finished."""
-        self._writes.join()
+        self._writes.flush()
 
     def stats(self) -> dict[str, int]:
         """Store counters, plus each tier's counters prefixed by its name ("disk_hits", ...).
@@ -207,7 +200,7 @@ class ChunkKVStore:
         to the store's own refusals of entries that did not match their use.
         """
         stats = self._counters.snapshot() | self._gate.counters.snapshot()
-        stats["pending_writes"] = self._writes.unfinished_tasks
+        stats["pending_writes"] = self._writes.unfinished
         stats["corrupt"] = 0
         for tier in self._tiers:
             tier_stats = tier.stats()
@@ -219,14 +212,11 @@ class ChunkKVStore:
 
     def close(self) -> None:
         """Finish pending writes, stop the writer and close the tiers. Idempotent."""
-        with self._pending_lock:
+        with self._lock:
             if self._closed:
                 return
             self._closed = True
-        if self._writer is not None:
-            self.flush()
-            self._writes.put(None)
-            self._writer.join()
+        self._writes.stop()
         for tier in self._tiers:
             tier.close()
 

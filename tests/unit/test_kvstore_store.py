@@ -130,9 +130,9 @@ def test_delete_removes_from_every_tier(store: ChunkKVStore) -> None:
     entry = make_entry(0)
     store.put(key_of(entry), entry)
     store.flush()
-    assert store.memory.contains(key_of(entry)) and store.backing.contains(key_of(entry))
+    assert store.memory.contains(key_of(entry)) and store.backing[0].contains(key_of(entry))
     assert store.delete(key_of(entry))
-    assert not store.memory.contains(key_of(entry)) and not store.backing.contains(key_of(entry))
+    assert not store.memory.contains(key_of(entry)) and not store.backing[0].contains(key_of(entry))
     assert store.get(key_of(entry), expect(entry)) is None
     assert not store.delete(key_of(entry))
 
@@ -183,7 +183,7 @@ def test_prefetch_reports_a_damaged_layer_and_counts_it(store: ChunkKVStore) -> 
     store.put(key_of(entry), entry)
     store.flush()
     store.memory.delete(key_of(entry))
-    path = store.backing.directory / f"{key_of(entry)}.kv"
+    path = store.backing[0].directory / f"{key_of(entry)}.kv"
     data = bytearray(path.read_bytes())
     data[-2] ^= 0x10
     path.write_bytes(bytes(data))

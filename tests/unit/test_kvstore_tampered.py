@@ -40,7 +40,7 @@ def store(tmp_path: Path):
 
 
 def entry_file(store: ChunkKVStore) -> Path:
-    return store.backing.directory / f"{KEY}.kv"
+    return store.backing[0].directory / f"{KEY}.kv"
 
 
 def assert_healed(store: ChunkKVStore) -> None:
@@ -65,7 +65,7 @@ def test_an_entry_forged_with_a_recomputed_unkeyed_checksum_is_a_miss(
 
 
 def write_with_other_secret(store: ChunkKVStore) -> None:
-    DiskTier(store.backing.directory, OTHER_SECRET).put(KEY, CHUNK)
+    DiskTier(store.backing[0].directory, OTHER_SECRET).put(KEY, CHUNK)
 
 
 def write_old_format(store: ChunkKVStore) -> None:
@@ -104,7 +104,7 @@ ILL_FITTING = {
 def test_a_signed_entry_that_does_not_fit_its_chunk_is_rejected_from_disk(
     store: ChunkKVStore, wrong: ChunkKV, lookup, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store.backing.put(KEY, wrong)  # intact and signed, but not this chunk's KV
+    store.backing[0].put(KEY, wrong)  # intact and signed, but not this chunk's KV
     with caplog.at_level(logging.WARNING, logger="engine.kvstore"):
         assert lookup(store) is None
     assert "served as a miss" in caplog.text
@@ -136,7 +136,7 @@ GARBAGE = {
 @pytest.mark.parametrize("lookup", LOOKUPS.values(), ids=LOOKUPS.keys())
 @pytest.mark.parametrize("damage", GARBAGE.values(), ids=GARBAGE.keys())
 def test_a_damaged_file_is_a_counted_miss(store: ChunkKVStore, damage, lookup) -> None:
-    store.backing.put(KEY, CHUNK)
+    store.backing[0].put(KEY, CHUNK)
     entry_file(store).write_bytes(damage(entry_file(store).read_bytes()))
     assert lookup(store) is None
     assert store.stats()["corrupt"] == 1

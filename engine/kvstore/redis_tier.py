@@ -1,0 +1,257 @@
+"""Redis tier: chunk KV shared by every server that serves the same model from one Redis.
+
+Keys are content-addressed (`ChunkKey` hashes the model fingerprint and the chunk's tokens), so
+any server finds the chunks any other computed. Each entry is one Redis string in the `codec`
+format, signed with the shared secret; it is read with GETRANGE, the header first and then one
+layer at a time, so a hit streams into the blend like a disk hit. One string per entry keeps
+writes and Redis's own eviction atomic: an entry is there whole or not at all.
+
+Redis is a cache here, and an unreliable one: an entry may vanish at any moment (its
+`maxmemory-policy`), and Redis may be down, slow or full. Every such failure is a miss, counted
+in "errors", logged once per outage, and the tier retries with a growing wait (`OutageGuard`).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
+
+import torch
+
+from engine.kvstore.base import KVTier, LayerKV, LayerStream
+from engine.kvstore.codec import CorruptEntry, EntryReader, UntrustedEntry
+from engine.kvstore.counters import Counters, RefusalLog
+from engine.kvstore.entry import ChunkKV
+from engine.kvstore.keys import ChunkKey
+from engine.kvstore.mac import EntryMac, check_secret
+from engine.kvstore.outage import OutageGuard
+
+logger = logging.getLogger(__name__)
+
+KEY_PREFIX = "ragblend:kv:"
+HEAD_BYTES = 64 * 1024
+"""Bytes fetched with the entry's length in the first round trip: the whole header of any
+chunk up to several thousand tokens."""
+T = TypeVar("T")
+
+
+class _Skipped:
+    """What a backend call returns when it was skipped or failed (an outage)."""
+
+
+SKIPPED = _Skipped()
+
+
+class RangeReader(io.RawIOBase):
+    """A read-only file over a Redis string: `head` holds its first bytes, GETRANGE the rest."""
+
+    def __init__(self, head: bytes, read_range: Callable[[int, int], bytes]) -> None:
+        super().__init__()
+        self._head = head
+        self._read_range = read_range
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence != io.SEEK_SET:
+            raise io.UnsupportedOperation("only absolute seeks")
+        self._position = offset
+        return offset
+
+    def readinto(self, buffer: Any) -> int:
+        wanted = memoryview(buffer).cast("B")
+        end = self._position + len(wanted)
+        if end <= len(self._head):
+            data = self._head[self._position : end]
+        else:
+            data = self._read_range(self._position, end - 1)
+        wanted[: len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+
+class RedisTier(KVTier):
+    """Entries as Redis strings under `ragblend:kv:<key>`, signed and checked with `secret`.
+
+    Servers sharing a Redis must share the secret: an entry signed with another one is counted
+    "rejected" and left alone (it is valid for its writer); a damaged or truncated one is counted
+    "corrupt" and deleted. Writes use SET NX: an entry already there is the same chunk.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        secret: bytes,
+        timeout_s: float = 0.5,
+        first_retry_s: float = 1.0,
+        name: str = "redis",
+    ) -> None:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        check_secret(secret)
+        self.name = name
+        self._secret = secret
+        self._errors = redis.RedisError
+        self._full_errors = redis.exceptions.OutOfMemoryError
+        self._client = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 0),  # the guard retries, with backoff, not every call
+        )
+        self._counters = Counters(
+            "hits", "misses", "puts", "present", "corrupt", "rejected", "errors", "skipped"
+        )
+        self._refusals = RefusalLog(logger)
+        address = self._client.connection_pool.connection_kwargs  # no password: it is logged
+        where = f"Redis chunk tier {address.get('path') or address.get('host')}"
+        if "port" in address:
+            where += f":{address['port']}"
+        self._link = OutageGuard(where, logger, self._counters, first_retry_s=first_retry_s)
+        self._full = OutageGuard(
+            f"{where} refuses writes", logger, self._counters, first_retry_s=first_retry_s
+        )
+
+    @staticmethod
+    def _name(key: ChunkKey) -> str:
+        return KEY_PREFIX + key
+
+    def _call(self, operation: Callable[[Any], T], *, write: bool = False) -> T | _Skipped:
+        """`operation(client)`, or SKIPPED during an outage or when it fails (counted)."""
+        if not self._link.available() or (write and not self._full.available()):
+            self._counters.add("skipped")
+            return SKIPPED
+        try:
+            result = operation(self._client)
+        except self._full_errors as error:
+            self._link.succeeded()
+            self._full.failed(error)
+            return SKIPPED
+        except self._errors as error:
+            self._link.failed(error)
+            return SKIPPED
+        self._link.succeeded()
+        if write:
+            self._full.succeeded()
+        return result
+
+    def _refuse(self, key: ChunkKey, error: CorruptEntry) -> None:
+        """Count and log an entry that failed verification; delete it unless only untrusted."""
+        untrusted = isinstance(error, UntrustedEntry)
+        self._counters.add("rejected" if untrusted else "corrupt")
+        action = "ignoring" if untrusted else "deleting"
+        self._refusals.refused(key, "%s chunk KV %s in Redis: %s", action, key, error)
+        if not untrusted:
+            self.delete(key)
+
+    def _open(self, key: ChunkKey) -> EntryReader | None:
+        """Fetch the entry's length and head, verify its header; None (counted) on a miss."""
+        name = self._name(key)
+
+        def head(client: Any) -> tuple[int, int, bytes]:
+            with client.pipeline(transaction=False) as pipe:  # MULTI is refused when full
+                pipe.exists(name).strlen(name).getrange(name, 0, HEAD_BYTES - 1)
+                return tuple(pipe.execute())
+
+        found = self._call(head)
+        if isinstance(found, _Skipped) or not found[0]:
+            self._counters.add("misses")
+            return None
+        _, size, first = found
+
+        def read_range(start: int, end: int) -> bytes:
+            return self._client.getrange(name, start, end)
+
+        try:
+            return EntryReader(RangeReader(first, read_range), size, EntryMac(self._secret, key))
+        except CorruptEntry as error:
+            self._refuse(key, error)
+        except self._errors as error:
+            self._link.failed(error)
+        self._counters.add("misses")
+        return None
+
+    def get(self, key: ChunkKey) -> ChunkKV | None:
+        stream = self.load_layers(key)
+        if stream is None:
+            return None
+        with stream:
+            layers = list(stream)
+        keys, values = zip(*[(k, v) for _, k, v in layers], strict=True)
+        return ChunkKV(torch.stack(keys), torch.stack(values), stream.token_ids)
+
+    def load_layers(self, key: ChunkKey) -> LayerStream | None:
+        """Verify the header now; fetch and verify each layer when it is requested.
+
+        A damaged layer deletes the entry and raises `CorruptEntry`; so does a Redis failure
+        mid-entry (counted in "errors", the entry kept), since the entry cannot be finished.
+        """
+        reader = self._open(key)
+        if reader is None:
+            return None
+        self._counters.add("hits")
+        return LayerStream(reader.header, self._read_layers(key, reader))
+
+    def _read_layers(self, key: ChunkKey, reader: EntryReader) -> Generator[LayerKV, None, None]:
+        for index in range(reader.header.num_layers):
+            try:
+                k, v = reader.read_layer(index)
+            except CorruptEntry as error:
+                self._refuse(key, error)
+                raise
+            except self._errors as error:
+                self._link.failed(error)
+                raise CorruptEntry(f"Redis failed while reading layer {index}: {error}") from error
+            yield index, k, v
+
+    def put(self, key: ChunkKey, entry: ChunkKV) -> None:
+        """Store `entry` unless an entry for `key` is there; failures are counted, not raised.
+
+        Serializes only when Redis is available, and sends nothing when the entry is there.
+        """
+        name = self._name(key)
+
+        def store(client: Any) -> bool:
+            if client.exists(name):
+                return False
+            return bool(client.set(name, entry.to_bytes(EntryMac(self._secret, key)), nx=True))
+
+        stored = self._call(store, write=True)
+        if not isinstance(stored, _Skipped):
+            self._counters.add("puts" if stored else "present")
+
+    def contains(self, key: ChunkKey) -> bool:
+        found = self._call(lambda client: client.exists(self._name(key)))
+        return not isinstance(found, _Skipped) and found > 0
+
+    def delete(self, key: ChunkKey) -> bool:
+        removed = self._call(lambda client: client.delete(self._name(key)))
+        return not isinstance(removed, _Skipped) and removed > 0
+
+    def keys(self) -> list[ChunkKey]:
+        """Keys of the entries in Redis now (a SCAN); empty while Redis is unavailable."""
+
+        def scan(client: Any) -> list[ChunkKey]:
+            names = client.scan_iter(match=f"{KEY_PREFIX}*", count=1000)
+            texts = (name.decode().removeprefix(KEY_PREFIX) for name in names)
+            return [ChunkKey(text) for text in texts if ChunkKey.is_valid(text)]
+
+        found = self._call(scan)
+        return [] if isinstance(found, _Skipped) else found
+
+    def stats(self) -> dict[str, int]:
+        """This server's counters. "bytes" and "entries" are 0: the shared store's size is
+        Redis's own (`INFO memory`), and asking it on every call would cost a round trip."""
+        return self._counters.snapshot() | {"bytes": 0, "entries": 0}
+
+    def close(self) -> None:
+        self._client.close()

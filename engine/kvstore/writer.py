@@ -1,0 +1,160 @@
+"""Asynchronous writes into the backing tiers, so a slow tier never delays a request or a tier.
+
+Each backing tier of `ChunkKVStore` gets its own bounded queue and thread (`TierWriter`): a
+Redis that hangs until its timeout holds up neither the disk tier's writes nor the caller, which
+only enqueues, and drops the write when the queue is full. `BackingWrites` keeps the entries
+accepted but not yet written everywhere, so lookups still find them and deletes cancel them.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from engine.kvstore.base import KVTier
+from engine.kvstore.counters import Counters
+from engine.kvstore.entry import ChunkKV
+from engine.kvstore.keys import ChunkKey
+
+logger = logging.getLogger(__name__)
+
+
+class TierWriter:
+    """Drains a queue of (key, entry) writes for `tier` on a daemon thread, calling `write`.
+
+    `lock` is held around each `write`, so a delete can wait for a write in progress.
+    """
+
+    def __init__(
+        self, tier: KVTier, queue_size: int, write: Callable[[ChunkKey, ChunkKV], None]
+    ) -> None:
+        self.tier = tier
+        self.lock = threading.Lock()
+        self._write = write
+        self._queue: queue.Queue[tuple[ChunkKey, ChunkKV] | None] = queue.Queue(queue_size)
+        self._thread = threading.Thread(
+            target=self._loop, name=f"chunk-kv-writer-{tier.name}", daemon=True
+        )
+        self._thread.start()
+
+    def offer(self, key: ChunkKey, entry: ChunkKV) -> bool:
+        """Queue a write without waiting; False when the queue is full."""
+        try:
+            self._queue.put_nowait((key, entry))
+        except queue.Full:
+            return False
+        return True
+
+    @property
+    def unfinished(self) -> int:
+        """Writes queued or in progress."""
+        return self._queue.unfinished_tasks
+
+    def flush(self) -> None:
+        self._queue.join()
+
+    def stop(self) -> None:
+        """Finish the queued writes, then end the thread."""
+        self.flush()
+        self._queue.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                with self.lock:
+                    self._write(*item)
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
+
+
+@dataclass
+class _Pending:
+    """An accepted entry and the backing tiers (by index) it has still to be written to."""
+
+    entry: ChunkKV
+    tiers: set[int] = field(default_factory=set)
+
+
+class BackingWrites:
+    """One `TierWriter` per backing tier and the entries still waiting for theirs; thread-safe.
+
+    Counts "dropped_writes" (a queue was full) and "write_errors" (a tier's `put` raised) in
+    `counters`.
+    """
+
+    def __init__(self, tiers: Sequence[KVTier], queue_size: int, counters: Counters) -> None:
+        self._counters = counters
+        self._lock = threading.Lock()
+        self._pending: dict[ChunkKey, _Pending] = {}
+        self.writers = [
+            TierWriter(tier, queue_size, self._write_function(index, tier))
+            for index, tier in enumerate(tiers)
+        ]
+
+    def queue(self, key: ChunkKey, entry: ChunkKV, tier_count: int) -> None:
+        """Queue writes of `entry` to the first `tier_count` backing tiers."""
+        with self._lock:
+            queued = set()
+            for index, writer in enumerate(self.writers[:tier_count]):
+                if writer.offer(key, entry):
+                    queued.add(index)
+                else:
+                    self._counters.add("dropped_writes")
+                    logger.debug("%s write queue full, dropping chunk KV %s", writer.tier.name, key)
+            if not queued:
+                return
+            pending = self._pending.get(key)
+            if pending is not None and pending.entry is entry:
+                pending.tiers |= queued
+            else:
+                self._pending[key] = _Pending(entry, queued)
+
+    def pending_entry(self, key: ChunkKey) -> ChunkKV | None:
+        """The entry accepted for `key` that some tier has still to write, if any."""
+        with self._lock:
+            pending = self._pending.get(key)
+        return None if pending is None else pending.entry
+
+    def cancel(self, key: ChunkKey) -> bool:
+        """Forget the pending writes of `key`; whether there were any."""
+        with self._lock:
+            return self._pending.pop(key, None) is not None
+
+    @property
+    def unfinished(self) -> int:
+        return sum(writer.unfinished for writer in self.writers)
+
+    def flush(self) -> None:
+        for writer in self.writers:
+            writer.flush()
+
+    def stop(self) -> None:
+        for writer in self.writers:
+            writer.stop()
+
+    def _write_function(self, index: int, tier: KVTier) -> Callable[[ChunkKey, ChunkKV], None]:
+        """What tier `index`'s writer does with a queued entry: write it if still wanted."""
+
+        def write(key: ChunkKey, entry: ChunkKV) -> None:
+            with self._lock:
+                pending = self._pending.get(key)
+                wanted = pending is not None and pending.entry is entry and index in pending.tiers
+            if wanted:
+                try:
+                    tier.put(key, entry)
+                except Exception:
+                    logger.exception("failed to store chunk KV %s in the %s tier", key, tier.name)
+                    self._counters.add("write_errors")
+            with self._lock:
+                pending = self._pending.get(key)
+                if pending is not None and pending.entry is entry:
+                    pending.tiers.discard(index)
+                    if not pending.tiers:
+                        del self._pending[key]
+
+        return write

@@ -1,0 +1,139 @@
+"""Redis tier against a real redis-server: round trips, sharing between stores, damaged entries."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.kvstore.codec import CorruptEntry
+from engine.kvstore.redis_tier import KEY_PREFIX, RedisTier
+from engine.kvstore.store import ChunkKVStore
+from tests.redis_server import RedisServer, running_redis
+from tests.unit.kv_entries import OTHER_SECRET, SECRET, expect, key_of, make_entry, same
+
+ENTRY = make_entry(0, layers=5)
+KEY = key_of(ENTRY)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    with running_redis(tmp_path / "redis") as server:
+        yield server
+
+
+@pytest.fixture
+def tier(redis_server: RedisServer) -> Iterator[RedisTier]:
+    tier = RedisTier(redis_server.url, SECRET)
+    yield tier
+    tier.close()
+
+
+def store_on(directory: Path, redis_server: RedisServer, secret: bytes = SECRET) -> ChunkKVStore:
+    """A store as a server builds it: memory, its own disk directory, the shared Redis."""
+    return ChunkKVStore.create(
+        1 << 20, directory, secret=secret, redis_url=redis_server.url, redis_timeout_s=2.0
+    )
+
+
+def test_an_entry_round_trips_whole_and_layer_by_layer(tier: RedisTier) -> None:
+    tier.put(KEY, ENTRY)
+    assert tier.contains(KEY) and tier.keys() == [KEY]
+    assert same(tier.get(KEY), ENTRY)
+    stream = tier.load_layers(KEY)
+    assert stream is not None and stream.token_ids == ENTRY.token_ids
+    for index, k, v in stream:
+        assert torch.equal(k, ENTRY.keys[index]) and torch.equal(v, ENTRY.values[index])
+    stats = tier.stats()
+    assert (stats["puts"], stats["hits"], stats["misses"], stats["errors"]) == (1, 2, 0, 0)
+
+
+def test_a_second_put_of_a_stored_chunk_sends_nothing(tier: RedisTier) -> None:
+    tier.put(KEY, ENTRY)
+    tier.put(KEY, make_entry(0, layers=5))
+    assert tier.stats()["present"] == 1
+
+
+def test_a_missing_or_deleted_entry_is_a_miss(tier: RedisTier) -> None:
+    assert tier.get(KEY) is None and tier.load_layers(KEY) is None
+    tier.put(KEY, ENTRY)
+    assert tier.delete(KEY) and not tier.contains(KEY)
+    assert tier.get(KEY) is None and tier.stats()["misses"] == 3
+
+
+def test_a_chunk_computed_by_one_server_is_a_hit_on_another(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    with store_on(tmp_path / "a", redis_server) as first:
+        first.put(KEY, ENTRY)
+    with store_on(tmp_path / "b", redis_server) as second:
+        stream = second.prefetch_layers(KEY, expect(ENTRY))
+        assert stream is not None
+        assert [index for index, _, _ in stream] == list(range(ENTRY.num_layers))
+        second.flush()
+        stats = second.stats()
+        assert (stats["redis_hits"], stats["disk_hits"], stats["misses"]) == (1, 0, 0)
+        assert second.memory.contains(KEY) and second.backing[0].contains(KEY)  # promoted
+        assert same(second.get(KEY, expect(ENTRY)), ENTRY)
+        assert second.stats()["memory_hits"] == 1
+
+
+def test_writes_reach_disk_and_redis(tmp_path: Path, redis_server: RedisServer) -> None:
+    with store_on(tmp_path / "a", redis_server) as store:
+        store.put(KEY, ENTRY)
+        store.flush()
+        assert [tier.contains(KEY) for tier in store.backing] == [True, True]
+        assert store.stats()["pending_writes"] == 0
+
+
+def test_an_entry_signed_with_another_secret_is_refused_and_left(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    with store_on(tmp_path / "a", redis_server, OTHER_SECRET) as other:
+        other.put(KEY, ENTRY)
+    with store_on(tmp_path / "b", redis_server) as store:
+        assert store.get(KEY, expect(ENTRY)) is None
+        assert store.stats()["redis_rejected"] == 1 and store.stats()["rejected"] == 1
+    with redis_server.client() as client:
+        assert client.exists(KEY_PREFIX + KEY)  # still valid for the servers that share its secret
+
+
+def test_a_damaged_layer_fails_the_stream_and_is_deleted(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    with store_on(tmp_path / "a", redis_server) as store:
+        store.put(KEY, ENTRY)
+        store.flush()
+        store.memory.delete(KEY)
+        store.backing[0].delete(KEY)
+        with redis_server.client() as client:
+            size = client.strlen(KEY_PREFIX + KEY)
+            last = client.getrange(KEY_PREFIX + KEY, size - 1, size - 1)
+            client.setrange(KEY_PREFIX + KEY, size - 1, bytes([last[0] ^ 0x01]))
+        stream = store.prefetch_layers(KEY, expect(ENTRY))
+        assert stream is not None
+        with pytest.raises(CorruptEntry):
+            list(stream)
+        assert store.stats()["redis_corrupt"] == 1
+        assert not store.contains(KEY)
+        assert store.get(KEY, expect(ENTRY)) is None
+
+
+@pytest.mark.parametrize("kept", [0, 20, 200], ids=["empty", "in-header", "in-layers"])
+def test_a_truncated_entry_is_a_miss_and_deleted(tier: RedisTier, redis_server, kept) -> None:
+    tier.put(KEY, ENTRY)
+    with redis_server.client() as client:
+        data = client.get(KEY_PREFIX + KEY)
+        client.set(KEY_PREFIX + KEY, data[:kept])
+    assert tier.get(KEY) is None
+    assert not tier.contains(KEY)
+    assert tier.stats()["corrupt"] == 1
+
+
+def test_an_entry_stored_under_another_key_is_refused(tier: RedisTier, redis_server) -> None:
+    other = make_entry(1, layers=5)
+    tier.put(key_of(other), other)
+    with redis_server.client() as client:
+        client.copy(KEY_PREFIX + key_of(other), KEY_PREFIX + KEY)
+    assert tier.get(KEY) is None and tier.stats()["corrupt"] == 1
+    assert same(tier.get(key_of(other)), other)
