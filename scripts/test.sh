@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh dev
+bash scripts/install-services.sh
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"
