@@ -20,6 +20,7 @@ from engine.platform import resolve_device
 from engine.runtime import Engine, EngineOptions
 from gateway.engine_watch import exit_after_engine_death, wait_for_engine_death
 from gateway.errors import ContainUnexpectedErrors, install_error_handlers
+from gateway.kv_status import KVStatusFollower
 from gateway.limits import RequestLimits
 from gateway.metrics import RequestCounter
 from gateway.precompute import Precomputer
@@ -49,6 +50,8 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
                 state.engine_watch.cancel()
             if state.precomputer is not None:
                 await state.precomputer.stop()
+            if state.kv_status is not None:
+                await state.kv_status.stop()
             if state.library is not None:
                 state.library.close()
             if state.engine is not None:
@@ -127,6 +130,9 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
         if state.library is not None and engine.blending:
             state.precomputer = Precomputer(state.library, state.chunk_cache)
             state.precomputer.start()
+            state.kv_status = KVStatusFollower(state.library.store)
+            engine.stats_listener = state.kv_status.observe
+            state.kv_status.start()
         state.engine = engine
         state.tokenizer = tokenizer
         state.engine_watch = asyncio.create_task(watch_engine(engine, state), name="engine-watch")

@@ -59,16 +59,12 @@ class Precomputer:
         except Exception:
             log.exception("precomputing chunk %s of %s failed", row.chunk_index, row.document_id)
             await asyncio.to_thread(store.set_status, row.document_id, "failed")
-            await asyncio.to_thread(store.mark_chunk_cached, row.id)  # do not retry forever
+            await asyncio.to_thread(store.mark_chunk_cached, row.id, None)  # no retry forever
             return
+        key = None
         if stats is not None:
             PRECOMPUTED_CHUNKS.labels("hit" if stats.chunks_hit else "miss").inc()
-        if not await asyncio.to_thread(store.mark_chunk_cached, row.id):
+            key = stats.chunk_keys[0] if stats.chunk_keys and not stats.fell_back else None
+        if not await asyncio.to_thread(store.mark_chunk_cached, row.id, key):
             # The document was deleted meanwhile: drop what was just stored for it.
             await self.chunk_cache.evict([row.token_ids])
-            return
-        document = await asyncio.to_thread(store.get_document, row.document_id)
-        remaining = await asyncio.to_thread(store.pending_chunks_of, row.document_id)
-        if document is not None and document.status == "indexed" and not remaining:
-            await asyncio.to_thread(store.set_status, row.document_id, "cached")
-            log.info("chunk KV of document %s is cached", row.document_id)

@@ -18,6 +18,7 @@ from gateway.settings import Settings
 from gateway.shutdown import Shutdown
 
 if TYPE_CHECKING:
+    from gateway.kv_status import KVStatusFollower
     from gateway.precompute import Precomputer
     from retriever.library import Library
 
@@ -31,6 +32,8 @@ class AppState:
     library: Library | None = None
     chunk_cache: ChunkCache | None = None
     precomputer: Precomputer | None = None
+    kv_status: KVStatusFollower | None = None
+    """Keeps document status in step with the chunk store; None when blending is off."""
     """Background chunk-KV precompute; None when blending is off."""
     load_error: str | None = None
     engine_died: bool = False

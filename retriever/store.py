@@ -10,11 +10,12 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from retriever import kv_presence
 from retriever.chunking import Chunk
 from retriever.records import (
     CHUNK_COLUMNS,
@@ -129,11 +130,27 @@ class DocumentStore:
             )
         return cursor.rowcount == 1
 
-    def mark_chunk_cached(self, chunk_id: int) -> bool:
-        """Record that a chunk's KV cache is stored; False if the chunk does not exist."""
+    def mark_chunk_cached(self, chunk_id: int, kv_key: str | None) -> bool:
+        """Record that a chunk's KV was precomputed, stored under ``kv_key`` (None: it could not
+        be); False if the chunk does not exist. Its document turns ``cached`` with its last chunk.
+        """
         with self._transaction() as connection:
-            cursor = connection.execute("UPDATE chunks SET kv_cached = 1 WHERE id = ?", (chunk_id,))
-        return cursor.rowcount == 1
+            row = connection.execute(
+                "UPDATE chunks SET kv_cached = 1, kv_key = ?, kv_present = ? WHERE id = ? "
+                "RETURNING document_id",
+                (kv_key, int(kv_key is not None), chunk_id),
+            ).fetchone()
+            if row is not None:
+                kv_presence.refresh_status(connection, [row[0]])
+        return row is not None
+
+    def apply_kv_presence(self, present: Iterable[str], evicted: Iterable[str]) -> list[str]:
+        """Chunks the engine reports stored (``present``) or evicted, by chunk-store key; updates
+        their documents' status and returns the documents that turned ``cached``."""
+        with self._transaction() as connection:
+            documents = kv_presence.set_presence(connection, present, True)
+            documents |= kv_presence.set_presence(connection, evicted, False)
+            return kv_presence.refresh_status(connection, sorted(documents))
 
     def pending_chunks(self, limit: int) -> list[ChunkRow]:
         """Up to `limit` chunks of indexed documents whose KV cache is not stored yet, oldest first.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = (
     """
     CREATE TABLE documents (
@@ -32,6 +32,17 @@ _SCHEMA = (
     """,
     "CREATE INDEX chunks_awaiting_kv ON chunks (id) WHERE kv_cached = 0",
 )
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # Version 2: each chunk's chunk-store key and whether its KV is still in the store. Chunks
+    # precomputed before are precomputed again (a store hit) to learn their keys.
+    2: (
+        "ALTER TABLE chunks ADD COLUMN kv_key TEXT",
+        "ALTER TABLE chunks ADD COLUMN kv_present INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX chunks_by_kv_key ON chunks (kv_key) WHERE kv_key IS NOT NULL",
+        "UPDATE chunks SET kv_cached = 0",
+        "UPDATE documents SET status = 'indexed' WHERE status = 'cached'",
+    ),
+}
 
 
 def open_database(path: Path) -> sqlite3.Connection:
@@ -62,7 +73,11 @@ def _ensure_schema(connection: sqlite3.Connection, path: Path) -> None:
         if version == 0:
             for statement in _SCHEMA:
                 connection.execute(statement)
-            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            version = 1
+        for upgrade in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[upgrade]:
+                connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
         connection.execute("ROLLBACK")
         raise

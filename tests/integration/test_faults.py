@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import torch
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.mac import EntryMac
 from engine.kvstore.secret import load_or_create_secret
-from gateway.selfcheck import capital_document
+from gateway.selfcheck import FILLER, capital_document
 from tests.integration.conftest import REPO, TEST_MODEL, Server, running_server
 
 pytestmark = pytest.mark.integration
@@ -115,18 +116,79 @@ def _engine_core_pids(pid: int) -> list[int]:
     return [child for child in children if "EngineCor" in Path(f"/proc/{child}/comm").read_text()]
 
 
-def test_a_killed_engine_makes_the_server_exit_non_zero(tmp_path: Path) -> None:
-    with running_server(tmp_path) as own:
-        assert own.process is not None
-        cores = _engine_core_pids(own.process.pid)
-        assert cores, "no engine core process found"
-        for core in cores:
-            os.kill(core, signal.SIGKILL)
-        try:
-            code = own.process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the server kept running with a dead engine")
-        assert code != 0
-        assert "the engine has stopped" in own.log.read_text()
-        with pytest.raises(httpx.TransportError):
-            httpx.get(f"{own.url}/health", timeout=2)
+ENTRY_BYTES_BUDGET = 5_000_000
+"""Disk tier of the own server: two of the documents below (~2.2 MB of SmolLM2 KV each)."""
+
+
+@pytest.fixture(scope="module")
+def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server of this module's own, with a chunk store that holds two documents' KV."""
+    settings = {"RAGBLEND_CHUNK_CACHE_DISK_GIB": str(ENTRY_BYTES_BUDGET / (1 << 30))}
+    with running_server(tmp_path_factory.mktemp("own"), settings) as started:
+        yield started
+
+
+def _fact(place: str, city: str) -> str:
+    return f"The capital of {place} is {city}.\n\n" + FILLER * 6
+
+
+def _status(client: httpx.Client, document_id: str) -> str:
+    return client.get(f"/v1/documents/{document_id}").json()["status"]
+
+
+def _wait_for_status(client: httpx.Client, document_id: str, status: str) -> None:
+    deadline = time.monotonic() + 120
+    while (found := _status(client, document_id)) != status:
+        assert time.monotonic() < deadline, f"{document_id} stayed {found}, never {status}"
+        time.sleep(0.2)
+
+
+def _ask_library(client: httpx.Client, server: Server, question: str) -> dict[str, Any]:
+    body = {
+        "model": server.model,
+        "messages": [{"role": "user", "content": question}],
+        "retrieval": {"top_k": 1},
+        "max_tokens": 4,
+        "temperature": 0,
+    }
+    reply = client.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def test_a_document_whose_chunk_kv_was_evicted_is_no_longer_cached(own_server: Server) -> None:
+    places = [("Avalon", "Glastonbury"), ("Brigadoon", "Heather"), ("Camelot", "Caerleon")]
+    with own_server.client() as client:
+        for place, city in places:
+            document = {"id": place.lower(), "text": _fact(place, city)}
+            assert client.post("/v1/documents", json={"documents": [document]}).is_success
+            _wait_for_status(client, place.lower(), "cached")
+        # Camelot's KV pushed Avalon's out of the store; the next request reports it.
+        assert _ask_library(client, own_server, "What is the capital of Camelot?")["blend"][
+            "chunks_hit"
+        ] == 1
+        _wait_for_status(client, "avalon", "indexed")
+        assert _status(client, "camelot") == "cached"
+        # A question that needs Avalon computes and stores its chunk again.
+        reply = _ask_library(client, own_server, "What is the capital of Avalon?")
+        assert reply["retrieval"][0]["document_id"] == "avalon"
+        assert reply["blend"]["chunks_missed"] == 1
+        _wait_for_status(client, "avalon", "cached")
+
+
+def test_a_killed_engine_makes_the_server_exit_non_zero(own_server: Server) -> None:
+    """Runs last: it ends the module's own server."""
+    own = own_server
+    assert own.process is not None
+    cores = _engine_core_pids(own.process.pid)
+    assert cores, "no engine core process found"
+    for core in cores:
+        os.kill(core, signal.SIGKILL)
+    try:
+        code = own.process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the server kept running with a dead engine")
+    assert code != 0
+    assert "the engine has stopped" in own.log.read_text()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{own.url}/health", timeout=2)

@@ -7,7 +7,7 @@ import pytest
 from retriever.chunking import Chunk
 from retriever.records import DocumentDraft
 from retriever.store import DocumentConflict, DocumentStore
-from retriever.store_schema import SCHEMA_VERSION
+from retriever.store_schema import _SCHEMA, SCHEMA_VERSION
 
 
 def chunks(*texts: str) -> list[Chunk]:
@@ -119,15 +119,66 @@ def test_status_and_kv_bookkeeping(store):
         store.set_status("a", "done")  # type: ignore[arg-type]
     assert [d.id for d in store.documents_with_status("cached")] == ["a"]
     assert [d.id for d in store.documents_with_status("pending")] == ["b"]
-    assert store.mark_chunk_cached(ids[0])
-    assert not store.mark_chunk_cached(12345)
+    assert store.set_status("a", "pending")
+    assert store.mark_chunk_cached(ids[0], "k0")
+    assert not store.mark_chunk_cached(12345, "k9")
     assert store.pending_chunks(limit=10) == []  # neither document is indexed yet
     assert store.set_status("a", "indexed") and store.set_status("b", "indexed")
     assert [row.text for row in store.pending_chunks(limit=10)] == ["y", "z"]
     assert [row.text for row in store.pending_chunks(limit=1)] == ["y"]
     assert [row.text for row in store.pending_chunks_of("a")] == ["y"]
-    assert store.mark_chunk_cached(ids[1])
+    assert store.mark_chunk_cached(ids[1], "k1")
     assert store.pending_chunks_of("a") == []
+    assert store.get_document("a").status == "cached"  # its last chunk is stored
+
+
+def _status(store: DocumentStore, doc_id: str) -> str:
+    return store.get_document(doc_id).status
+
+
+def test_document_status_follows_the_chunk_store(store):
+    first = store.add_documents([draft("a", "a", "x", "y")])[0].chunk_ids
+    second = store.add_documents([draft("b", "b", "z")])[0].chunk_ids
+    store.set_status("a", "indexed")
+    store.set_status("b", "indexed")
+    store.mark_chunk_cached(first[0], "kx")
+    assert _status(store, "a") == "indexed"  # one chunk still to precompute
+    store.mark_chunk_cached(first[1], "ky")
+    store.mark_chunk_cached(second[0], "kz")
+    assert _status(store, "a") == _status(store, "b") == "cached"
+
+    assert store.apply_kv_presence(present=[], evicted=["ky", "unknown"]) == []
+    assert _status(store, "a") == "indexed" and _status(store, "b") == "cached"
+    assert store.pending_chunks(limit=10) == []  # an eviction is not precomputed again
+
+    assert store.apply_kv_presence(present=["ky"], evicted=[]) == ["a"]
+    assert _status(store, "a") == "cached"
+
+
+def test_a_chunk_that_could_not_be_stored_keeps_its_document_indexed(store):
+    ids = store.add_documents([draft("a", "a", "x")])[0].chunk_ids
+    store.set_status("a", "indexed")
+    store.mark_chunk_cached(ids[0], None)
+    assert _status(store, "a") == "indexed" and store.pending_chunks(limit=10) == []
+
+
+def test_a_version_1_library_is_upgraded_and_precomputed_again(tmp_path):
+    path = tmp_path / "documents.sqlite3"
+    legacy = sqlite3.connect(path)
+    for statement in _SCHEMA:
+        legacy.execute(statement)
+    legacy.execute("PRAGMA user_version = 1")
+    legacy.execute(
+        "INSERT INTO documents VALUES ('a', 'h', '{}', 'cached', 0, 1, 1)"
+    )
+    legacy.execute("INSERT INTO chunks (document_id, chunk_index, text, token_ids, kv_cached) "
+                   "VALUES ('a', 0, 'x', x'01000000', 1)")
+    legacy.commit()
+    legacy.close()
+    upgraded = DocumentStore(path)
+    assert _status(upgraded, "a") == "indexed"
+    assert [row.text for row in upgraded.pending_chunks(limit=10)] == ["x"]
+    upgraded.close()
 
 
 def test_reopening_keeps_everything(tmp_path):

@@ -1,0 +1,61 @@
+"""Document status follows the chunk store.
+
+With every blended request the engine's worker reports the store keys of the chunks it now
+holds (hits and newly stored misses) and of those that left the store through eviction since
+its last report. This collects them as they arrive and applies them to the library in batches,
+off the event loop: a document is ``cached`` only while every one of its chunks is in the store,
+and turns ``cached`` again when a request stores its missing chunks back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from engine.contract import BlendStats
+from retriever.store import DocumentStore
+
+log = logging.getLogger(__name__)
+APPLY_EVERY_SECONDS = 1.0
+
+
+class KVStatusFollower:
+    def __init__(self, store: DocumentStore, interval: float = APPLY_EVERY_SECONDS) -> None:
+        self.store = store
+        self.interval = interval
+        self._present: set[str] = set()
+        self._evicted: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def observe(self, stats: BlendStats) -> None:
+        """Engine listener (event loop): remember what one finished request reported."""
+        for key in stats.chunk_keys:
+            self._evicted.discard(key)
+            self._present.add(key)
+        for key in stats.evicted_keys:  # taken after the request's chunks were stored
+            self._present.discard(key)
+            self._evicted.add(key)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="kv-status")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        await self.apply()
+
+    async def apply(self) -> None:
+        """Write what was observed since the last call to the library."""
+        if not (self._present or self._evicted):
+            return
+        present, evicted = self._present, self._evicted
+        self._present, self._evicted = set(), set()
+        try:
+            await asyncio.to_thread(self.store.apply_kv_presence, present, evicted)
+        except Exception:
+            log.exception("could not record which chunks are in the chunk store")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            await self.apply()
