@@ -10,7 +10,7 @@ the same functions that encoded it. Nothing here imports vLLM or torch.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
 Mode = Literal["blend", "reuse", "full"]
@@ -216,6 +216,11 @@ class BlendSettings:
     stats_channel: str = ""
     """Name of the worker -> scheduler statistics channel; the runtime sets a fresh one for
     every engine it starts, so no other process can reach or remove it."""
+    redis_url: str = ""
+    """The shared Redis tier of the chunk store behind memory and disk; empty: none."""
+    redis_timeout_s: float = 0.5
+    shared_secret_hex: str = field(default="", repr=False)
+    """Secret signing chunk KV, shared by the servers sharing a Redis; empty: ``secret_path``."""
 
     @property
     def store_dir(self) -> str:

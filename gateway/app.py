@@ -71,6 +71,7 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
 def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
     if not settings.blend_enabled:
         return None
+    secret = settings.chunk_cache_secret
     return BlendSettings(
         model_name=settings.name_for_clients,
         chunk_kv_dir=str(settings.chunk_kv_dir),
@@ -80,6 +81,9 @@ def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
         check_layers=settings.check_layer_schedule(),
         metric=settings.blend_metric,
         chunk_head_tokens=settings.blend_chunk_head_tokens,
+        redis_url=settings.chunk_cache_redis_url,
+        redis_timeout_s=settings.chunk_cache_redis_timeout,
+        shared_secret_hex=secret.get_secret_value() if secret else "",
     )
 
 

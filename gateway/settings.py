@@ -6,7 +6,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from engine.contract import (
@@ -19,6 +19,7 @@ from engine.contract import (
     Mode,
     parse_check_layers,
 )
+from engine.kvstore.secret import secret_from_hex
 
 
 class Settings(BaseSettings):
@@ -99,6 +100,20 @@ class Settings(BaseSettings):
     chunk_cache_disk_gib: float = Field(
         20.0, gt=0, description="Disk tier of the chunk KV store (under the data dir), in GiB."
     )
+    chunk_cache_redis_url: str = Field(
+        "",
+        description="Redis shared by servers of the same model, a chunk KV tier behind memory "
+        "and disk (`redis://host:6379/0`); empty: none. Its eviction is Redis's own "
+        "(`maxmemory` with `allkeys-lru`).",
+    )
+    chunk_cache_redis_timeout: float = Field(
+        0.5, gt=0, description="Seconds a Redis call may take before it counts as a miss."
+    )
+    chunk_cache_secret: SecretStr | None = Field(
+        None,
+        description="Hex secret (32 to 128 characters) signing cached chunk KV instead of "
+        "`<data_dir>/chunk_kv/secret`; servers sharing a Redis tier must all set the same one.",
+    )
     retrieval_by_default: bool = Field(
         False,
         description="Retrieve from ingested documents when a request sends neither "
@@ -165,6 +180,13 @@ class Settings(BaseSettings):
     @classmethod
     def _schedule_parses(cls, value: str) -> str:
         parse_check_layers(value)
+        return value
+
+    @field_validator("chunk_cache_secret")
+    @classmethod
+    def _secret_is_hex(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            secret_from_hex(value.get_secret_value())
         return value
 
     @field_validator("api_keys", mode="before")

@@ -24,7 +24,7 @@ from engine.connector.stats import StatsOutbox
 from engine.contract import BlendSettings, BlendStats, SelectionOverrides
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey, model_fingerprint
-from engine.kvstore.secret import load_or_create_secret
+from engine.kvstore.secret import chunk_kv_secret
 from engine.kvstore.store import ChunkKVStore
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,9 @@ class BlendWorker:
             settings.memory_bytes,
             settings.store_dir,
             settings.disk_bytes,
-            secret=load_or_create_secret(settings.secret_path),
+            secret=chunk_kv_secret(settings.secret_path, settings.shared_secret_hex),
+            redis_url=settings.redis_url or None,
+            redis_timeout_s=settings.redis_timeout_s,
         )
         self.decoder: VllmDecoder | None = None
         self.fingerprint = ""

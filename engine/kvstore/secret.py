@@ -10,6 +10,9 @@ the on-disk cache, so a file this code did not write means an operator or anothe
 there. Replacing it would hide that, and where replicas share a secret on one volume it would
 split them onto different secrets that reject and delete each other's entries. The error says how
 to recover (delete the file; cached chunks are then recomputed).
+
+Servers that share a Redis tier must sign with one secret: `RAGBLEND_CHUNK_CACHE_SECRET` (hex)
+then replaces the file's (`chunk_kv_secret`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from engine.kvstore.atomic import fsync_directory
+from engine.kvstore.mac import check_secret
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +36,22 @@ _FILE_MODE = 0o600
 
 class SecretFileError(RuntimeError):
     """The secret file exists but cannot be used; the message says why and how to recover."""
+
+
+def secret_from_hex(text: str) -> bytes:
+    """A secret given as hex (`RAGBLEND_CHUNK_CACHE_SECRET`), shared by servers that share a
+    Redis tier. Raises ValueError unless it is 32 to 128 hex characters."""
+    try:
+        secret = bytes.fromhex(text.strip())
+    except ValueError:
+        raise ValueError("the chunk-KV secret must be hex characters") from None
+    check_secret(secret)
+    return secret
+
+
+def chunk_kv_secret(path: str | os.PathLike[str], shared_hex: str = "") -> bytes:
+    """The secret that signs chunk KV: `shared_hex` when set, else the data dir's secret file."""
+    return secret_from_hex(shared_hex) if shared_hex else load_or_create_secret(path)
 
 
 def load_or_create_secret(path: str | os.PathLike[str]) -> bytes:

@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from engine.contract import BlendSettings
 from engine.kvstore.disk import DiskTier
-from engine.kvstore.secret import SECRET_BYTES, SecretFileError, load_or_create_secret
+from engine.kvstore.secret import (
+    SECRET_BYTES,
+    SecretFileError,
+    chunk_kv_secret,
+    load_or_create_secret,
+)
 from tests.unit.kv_entries import key_of, make_entry, same
 
 
@@ -80,3 +86,22 @@ def test_a_secret_readable_by_others_is_used_with_a_warning(
 def test_an_unusable_secret_is_refused_by_the_disk_tier(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="bytes"):
         DiskTier(tmp_path, b"short")
+
+
+def test_a_shared_hex_secret_replaces_the_secret_file(tmp_path: Path) -> None:
+    shared = "ab" * 32
+    assert chunk_kv_secret(tmp_path / "secret", shared) == bytes.fromhex(shared)
+    assert not (tmp_path / "secret").exists()
+    assert chunk_kv_secret(tmp_path / "secret") == load_or_create_secret(tmp_path / "secret")
+
+
+@pytest.mark.parametrize("text", ["not hex", "ab" * 8, "ab" * 65])
+def test_a_shared_secret_that_is_not_16_to_64_hex_bytes_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="secret"):
+        chunk_kv_secret("unused", text)
+
+
+def test_the_shared_secret_stays_out_of_the_settings_repr() -> None:
+    settings = BlendSettings("m", "/data", 1, None, (1,), shared_secret_hex="cd" * 32)
+    assert "cd" * 32 not in repr(settings)
+    assert BlendSettings.from_extra_config(settings.to_extra_config()) == settings
