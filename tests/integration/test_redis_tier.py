@@ -1,0 +1,142 @@
+"""Two servers sharing one real Redis: chunks cross over, a Redis crash costs only misses.
+
+Servers A and B run SmolLM2 with separate data dirs (so neither can see the other's disk tier),
+the same Redis and the same `RAGBLEND_CHUNK_CACHE_SECRET`. Their memory tiers are too small to
+hold a chunk, so every hit is read from disk or Redis.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from gateway.selfcheck import CAPITALS, EXACT_DIVERGENCE, capital_document, divergence
+from gateway.selfcheck import first_token_distribution as first_token
+from tests.integration.conftest import Server, running_server
+from tests.redis_server import RedisServer, running_redis
+
+pytestmark = pytest.mark.integration
+
+DOCUMENTS = [capital_document(country, city) for country, city in CAPITALS.items()]
+WRITE_WAIT_SECONDS = 30
+RECOVERY_SECONDS = 240
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with running_redis(tmp_path_factory.mktemp("redis"), maxmemory="256mb") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def servers(
+    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer
+) -> Iterator[tuple[Server, Server]]:
+    shared = {
+        "RAGBLEND_CHUNK_CACHE_REDIS_URL": redis_server.url,
+        "RAGBLEND_CHUNK_CACHE_SECRET": secrets.token_hex(32),
+    }
+    with ExitStack() as stack:
+        first = stack.enter_context(running_server(tmp_path_factory.mktemp("a"), shared))
+        second = stack.enter_context(running_server(tmp_path_factory.mktemp("b"), shared))
+        yield first, second
+
+
+def ask(
+    server: Server, documents: list[str], mode: str = "blend", ratio: float | None = None
+) -> dict[str, Any]:
+    blend: dict[str, Any] = {"mode": mode}
+    if ratio is not None:
+        blend["recompute_ratio"] = ratio
+    body = {
+        "model": server.model,
+        "messages": [{"role": "user", "content": "What is the capital of Poland?"}],
+        "documents": documents,
+        "max_tokens": 12,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 10,
+        "blend": blend,
+    }
+    with server.client() as client:
+        reply = client.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def text(reply: dict[str, Any]) -> str:
+    return reply["choices"][0]["message"]["content"]
+
+
+def stored_entries(redis_server: RedisServer) -> int:
+    with redis_server.client() as client:
+        return int(client.dbsize())
+
+
+def wait_for_entries(redis_server: RedisServer, count: int) -> bool:
+    """Whether Redis holds `count` entries within the wait (writes are asynchronous)."""
+    deadline = time.monotonic() + WRITE_WAIT_SECONDS
+    while stored_entries(redis_server) < count:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def fresh_documents(tag: str) -> list[str]:
+    """Documents no server has seen: their chunks are computed, then written to Redis."""
+    return [f"[{tag}] {document}" for document in DOCUMENTS[:3]]
+
+
+def test_a_chunk_computed_by_one_server_is_a_hit_on_the_other(
+    servers: tuple[Server, Server], redis_server: RedisServer
+) -> None:
+    first, second = servers
+    before = stored_entries(redis_server)
+    computed = ask(first, DOCUMENTS)
+    assert computed["blend"]["chunks_missed"] == len(DOCUMENTS)
+    assert wait_for_entries(redis_server, before + len(DOCUMENTS))
+    shared = ask(second, DOCUMENTS, ratio=1.0)
+    assert shared["blend"]["chunks_missed"] == 0
+    assert shared["blend"]["chunks_hit"] == len(DOCUMENTS)
+    assert shared["blend"]["rejected_chunks"] == 0 and not shared["blend"]["fell_back"]
+    full = ask(second, DOCUMENTS, mode="full")
+    assert text(shared) == text(full)
+    assert divergence(first_token(full), first_token(shared)) < EXACT_DIVERGENCE
+    assert ask(second, DOCUMENTS)["blend"]["chunks_hit"] == len(DOCUMENTS)  # from B's disk now
+
+
+def test_redis_killed_in_a_burst_costs_no_error_and_hits_return_after_a_restart(
+    servers: tuple[Server, Server], redis_server: RedisServer
+) -> None:
+    burst = [fresh_documents(f"burst {index}") for index in range(6)] + [DOCUMENTS] * 6
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        futures = [
+            pool.submit(ask, servers[index % 2], documents)
+            for index, documents in enumerate(burst)
+        ]
+        for done, future in enumerate(as_completed(futures)):
+            if done == 2:
+                redis_server.kill()
+            future.result()  # ask() asserts a 200
+    assert ask(servers[1], fresh_documents("while down"))["blend"]["chunks_missed"] == 3
+
+    redis_server.start()  # empty: it lost everything
+    deadline = time.monotonic() + RECOVERY_SECONDS
+    attempt = 0
+    while True:
+        documents = fresh_documents(f"after restart {attempt}")
+        before = stored_entries(redis_server)
+        ask(servers[0], documents)  # computed by A, written to Redis once A retries it
+        if wait_for_entries(redis_server, before + len(documents)):
+            reply = ask(servers[1], documents)
+            if reply["blend"]["chunks_missed"] == 0:
+                break
+        assert time.monotonic() < deadline, "Redis never served a chunk again after its restart"
+        attempt += 1
