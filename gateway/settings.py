@@ -185,8 +185,9 @@ class Settings(BaseSettings):
     @field_validator("chunk_cache_secret")
     @classmethod
     def _secret_is_hex(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None:
-            secret_from_hex(value.get_secret_value())
+        if value is None or not value.get_secret_value().strip():
+            return None  # set but empty: unset
+        secret_from_hex(value.get_secret_value())
         return value
 
     @field_validator("api_keys", mode="before")
