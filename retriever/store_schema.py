@@ -5,7 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+from retriever.vector_store_schema import VECTOR_STORE_SCHEMA
+
+SCHEMA_VERSION = 3
 _SCHEMA = (
     """
     CREATE TABLE documents (
@@ -42,6 +44,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE chunks SET kv_cached = 0",
         "UPDATE documents SET status = 'indexed' WHERE status = 'cached'",
     ),
+    # Version 3: OpenAI's files, vector stores and stored responses, beside the documents.
+    3: VECTOR_STORE_SCHEMA,
 }
 
 

@@ -1,0 +1,104 @@
+"""Uploaded files (OpenAI's ``/v1/files``): each one's bytes, name, purpose and library document."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from retriever.cursor_pages import ListSource, PageRequest, select_page
+from retriever.object_db import ObjectDatabase
+
+FILE_COLUMNS = "id, document_id, filename, purpose, bytes, created_at"
+_FILES = ListSource("files", "seq", "id")
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    id: str
+    document_id: str
+    filename: str
+    purpose: str
+    bytes: int
+    created_at: int
+
+
+def new_file_id() -> str:
+    return f"file-{uuid.uuid4().hex[:24]}"
+
+
+class FileStore:
+    def __init__(self, database: ObjectDatabase) -> None:
+        self.database = database
+
+    def add(
+        self,
+        file_id: str,
+        document_id: str,
+        owns_document: bool,
+        filename: str,
+        purpose: str,
+        content: bytes,
+    ) -> FileRecord:
+        """Store a file whose text is already the library document ``document_id``;
+        ``owns_document``: its upload created that document."""
+        record = FileRecord(file_id, document_id, filename, purpose, len(content), int(time.time()))
+        with self.database.transaction() as connection:
+            connection.execute(
+                "INSERT INTO files (id, document_id, owns_document, filename, purpose, bytes, "
+                "content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    document_id,
+                    int(owns_document),
+                    filename,
+                    purpose,
+                    record.bytes,
+                    content,
+                    record.created_at,
+                ),
+            )
+        return record
+
+    def get(self, file_id: str) -> FileRecord | None:
+        with self.database.reading() as connection:
+            row = connection.execute(
+                f"SELECT {FILE_COLUMNS} FROM files WHERE id = ?", (file_id,)
+            ).fetchone()
+        return None if row is None else FileRecord(*row)
+
+    def content(self, file_id: str) -> bytes | None:
+        with self.database.reading() as connection:
+            row = connection.execute(
+                "SELECT content FROM files WHERE id = ?", (file_id,)
+            ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def page(self, page: PageRequest, purpose: str | None = None) -> tuple[list[FileRecord], bool]:
+        source, parameters = _FILES, ()
+        if purpose is not None:
+            source, parameters = ListSource("files", "seq", "id", "purpose = ?"), (purpose,)
+        with self.database.reading() as connection:
+            rows, has_more = select_page(connection, FILE_COLUMNS, source, parameters, page)
+        return [FileRecord(*row) for row in rows], has_more
+
+    def delete(self, file_id: str) -> tuple[bool, str | None]:
+        """Delete a file (and detach it from every vector store). Returns whether it existed, and
+        the document to delete with it: the one its upload created, unless another file still
+        uses that text (which then takes the document over)."""
+        with self.database.transaction() as connection:
+            row = connection.execute(
+                "DELETE FROM files WHERE id = ? RETURNING document_id, owns_document", (file_id,)
+            ).fetchone()
+            if row is None:
+                return False, None
+            document_id, owned = row
+            if not owned:
+                return True, None
+            heir = connection.execute(
+                "SELECT seq FROM files WHERE document_id = ? ORDER BY seq LIMIT 1", (document_id,)
+            ).fetchone()
+            if heir is None:
+                return True, document_id
+            connection.execute("UPDATE files SET owns_document = 1 WHERE seq = ?", heir)
+            return True, None

@@ -1,0 +1,250 @@
+"""Vector stores (named sets of uploaded files), their files and file batches, in SQLite.
+
+Every change is one transaction: a store created with files, or a batch of files, is stored
+whole or not at all (an unknown file id leaves nothing behind).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from retriever.cursor_pages import ListSource, PageRequest, select_page
+from retriever.object_db import ObjectDatabase
+from retriever.vector_store_records import (
+    BATCH_COLUMNS,
+    STORE_COLUMNS,
+    STORE_FILE_COLUMNS,
+    STORE_FILE_STATUS,
+    STORE_FILES,
+    BatchRecord,
+    StoreFileRecord,
+    VectorStoreRecord,
+    batch_from_row,
+    store_file_from_row,
+    store_from_row,
+)
+
+_STORES = ListSource("vector_stores s", "s.seq", "s.id")
+
+
+@dataclass(frozen=True)
+class Attachment:
+    file_id: str
+    attributes: dict[str, Any]
+
+
+class UnknownFiles(LookupError):
+    def __init__(self, file_ids: list[str]) -> None:
+        super().__init__(f"No such file: {', '.join(repr(i) for i in file_ids)}.")
+        self.file_ids = file_ids
+
+
+class UnknownVectorStore(LookupError):
+    pass
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:24]}"
+
+
+def _json(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+
+class VectorStoreDB:
+    def __init__(self, database: ObjectDatabase) -> None:
+        self.database = database
+
+    def create(
+        self,
+        name: str,
+        description: str | None,
+        metadata: dict[str, str],
+        expires_after_days: int | None,
+        attachments: Sequence[Attachment],
+    ) -> VectorStoreRecord:
+        store_id, now = _new_id("vs"), int(time.time())
+        with self.database.transaction() as connection:
+            connection.execute(
+                "INSERT INTO vector_stores (id, name, description, metadata, expires_after_days, "
+                "created_at, last_active_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (store_id, name, description, _json(metadata), expires_after_days, now, now),
+            )
+            _attach(connection, store_id, attachments, None)
+            return _store(connection, store_id)
+
+    def get(self, store_id: str) -> VectorStoreRecord | None:
+        with self.database.reading() as connection:
+            return _store(connection, store_id, required=False)
+
+    def page(self, page: PageRequest) -> tuple[list[VectorStoreRecord], bool]:
+        with self.database.reading() as connection:
+            rows, has_more = select_page(connection, STORE_COLUMNS, _STORES, (), page)
+        return [store_from_row(row) for row in rows], has_more
+
+    def update(self, store_id: str, changes: dict[str, Any]) -> VectorStoreRecord | None:
+        """Set ``name``, ``metadata`` and/or ``expires_after_days`` (None removes the expiry)."""
+        values = {key: _json(v) if key == "metadata" else v for key, v in changes.items()}
+        with self.database.transaction() as connection:
+            if _store(connection, store_id, required=False) is None:
+                return None
+            for column, value in values.items():
+                assert column in ("name", "metadata", "expires_after_days"), column
+                connection.execute(
+                    f"UPDATE vector_stores SET {column} = ? WHERE id = ?", (value, store_id)
+                )
+            return _store(connection, store_id)
+
+    def delete(self, store_id: str) -> bool:
+        with self.database.transaction() as connection:
+            return (
+                connection.execute("DELETE FROM vector_stores WHERE id = ?", (store_id,)).rowcount
+                == 1
+            )
+
+    def touch(self, store_ids: Sequence[str]) -> None:
+        """Mark the stores used now (their expiry counts from their last use)."""
+        with self.database.transaction() as connection:
+            connection.executemany(
+                "UPDATE vector_stores SET last_active_at = ? WHERE id = ?",
+                [(int(time.time()), store_id) for store_id in store_ids],
+            )
+
+    def attach(self, store_id: str, attachments: Sequence[Attachment]) -> list[StoreFileRecord]:
+        """Attach files (again: their attributes are replaced); all or none."""
+        with self.database.transaction() as connection:
+            _store(connection, store_id)
+            _attach(connection, store_id, attachments, None)
+            return [_store_file(connection, store_id, a.file_id) for a in attachments]
+
+    def create_batch(self, store_id: str, attachments: Sequence[Attachment]) -> BatchRecord:
+        batch_id = _new_id("vsfb")
+        with self.database.transaction() as connection:
+            _store(connection, store_id)
+            connection.execute(
+                "INSERT INTO vector_store_file_batches (id, vector_store_id, created_at) "
+                "VALUES (?, ?, ?)",
+                (batch_id, store_id, int(time.time())),
+            )
+            _attach(connection, store_id, attachments, batch_id)
+            return _batch(connection, store_id, batch_id)
+
+    def get_batch(self, store_id: str, batch_id: str) -> BatchRecord | None:
+        with self.database.reading() as connection:
+            return _batch(connection, store_id, batch_id)
+
+    def get_file(self, store_id: str, file_id: str) -> StoreFileRecord | None:
+        with self.database.reading() as connection:
+            return _store_file(connection, store_id, file_id)
+
+    def page_files(
+        self,
+        store_id: str,
+        page: PageRequest,
+        status: str | None = None,
+        batch_id: str | None = None,
+    ) -> tuple[list[StoreFileRecord], bool]:
+        scope, parameters = "v.vector_store_id = ?", (store_id,)
+        if status is not None:
+            scope, parameters = f"{scope} AND {STORE_FILE_STATUS} = ?", (*parameters, status)
+        if batch_id is not None:
+            scope, parameters = f"{scope} AND v.batch_id = ?", (*parameters, batch_id)
+        source = ListSource(STORE_FILES, "v.seq", "v.file_id", scope)
+        with self.database.reading() as connection:
+            rows, more = select_page(connection, STORE_FILE_COLUMNS, source, parameters, page)
+        return [store_file_from_row(row) for row in rows], more
+
+    def set_attributes(
+        self, store_id: str, file_id: str, attributes: dict[str, Any]
+    ) -> StoreFileRecord | None:
+        with self.database.transaction() as connection:
+            connection.execute(
+                "UPDATE vector_store_files SET attributes = ? "
+                "WHERE vector_store_id = ? AND file_id = ?",
+                (_json(attributes), store_id, file_id),
+            )
+            return _store_file(connection, store_id, file_id)
+
+    def detach(self, store_id: str, file_id: str) -> bool:
+        with self.database.transaction() as connection:
+            return (
+                connection.execute(
+                    "DELETE FROM vector_store_files WHERE vector_store_id = ? AND file_id = ?",
+                    (store_id, file_id),
+                ).rowcount
+                == 1
+            )
+
+    def searchable_files(self, store_ids: Sequence[str]) -> list[StoreFileRecord]:
+        """The indexed files of the stores, in the order they were attached."""
+        with self.database.reading() as connection:
+            rows = connection.execute(
+                f"SELECT {STORE_FILE_COLUMNS} FROM {STORE_FILES} "
+                "WHERE v.vector_store_id IN (SELECT value FROM json_each(?)) "
+                "AND d.status != 'pending' ORDER BY v.seq",
+                (json.dumps(list(store_ids)),),
+            ).fetchall()
+        return [store_file_from_row(row) for row in rows]
+
+
+def _store(
+    connection: sqlite3.Connection, store_id: str, required: bool = True
+) -> VectorStoreRecord | None:
+    row = connection.execute(
+        f"SELECT {STORE_COLUMNS} FROM vector_stores s WHERE s.id = ?", (store_id,)
+    ).fetchone()
+    if row is None and required:
+        raise UnknownVectorStore(store_id)
+    return None if row is None else store_from_row(row)
+
+
+def _store_file(
+    connection: sqlite3.Connection, store_id: str, file_id: str
+) -> StoreFileRecord | None:
+    row = connection.execute(
+        f"SELECT {STORE_FILE_COLUMNS} FROM {STORE_FILES} "
+        "WHERE v.vector_store_id = ? AND v.file_id = ?",
+        (store_id, file_id),
+    ).fetchone()
+    return None if row is None else store_file_from_row(row)
+
+
+def _batch(connection: sqlite3.Connection, store_id: str, batch_id: str) -> BatchRecord | None:
+    row = connection.execute(
+        f"SELECT {BATCH_COLUMNS} FROM vector_store_file_batches b "
+        "WHERE b.id = ? AND b.vector_store_id = ?",
+        (batch_id, store_id),
+    ).fetchone()
+    return None if row is None else batch_from_row(row)
+
+
+def _attach(
+    connection: sqlite3.Connection,
+    store_id: str,
+    attachments: Sequence[Attachment],
+    batch_id: str | None,
+) -> None:
+    file_ids = [attachment.file_id for attachment in attachments]
+    known = {
+        row[0]
+        for row in connection.execute(
+            "SELECT id FROM files WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(file_ids),),
+        )
+    }
+    unknown = [file_id for file_id in dict.fromkeys(file_ids) if file_id not in known]
+    if unknown:
+        raise UnknownFiles(unknown)
+    now = int(time.time())
+    connection.executemany(
+        "INSERT INTO vector_store_files (vector_store_id, file_id, batch_id, attributes, "
+        "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (vector_store_id, file_id) DO UPDATE "
+        "SET attributes = excluded.attributes, batch_id = COALESCE(excluded.batch_id, batch_id)",
+        [(store_id, a.file_id, batch_id, _json(a.attributes), now) for a in attachments],
+    )

@@ -1,0 +1,134 @@
+"""Rows of vector stores, their files and file batches, as the SQL below selects them.
+
+A file's state is read from its document rather than stored twice: ``in_progress`` while the
+document is being ingested, ``completed`` once its chunks are indexed (searchable). Whether its
+chunk KV is stored yet is the document's status (``indexed`` or ``cached``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from retriever.records import DocumentStatus
+
+DAY_SECONDS = 86_400
+STORE_FILES = (
+    "vector_store_files v JOIN files f ON f.id = v.file_id JOIN documents d ON d.id = f.document_id"
+)
+STORE_FILE_STATUS = "(CASE WHEN d.status = 'pending' THEN 'in_progress' ELSE 'completed' END)"
+STORE_FILE_COLUMNS = (
+    "v.file_id, v.vector_store_id, f.filename, v.attributes, v.created_at, f.bytes, "
+    "f.document_id, d.status, d.num_chunks"
+)
+
+
+def counts_columns(link: str) -> str:
+    """Total, in-progress and bytes of the files whose ``link`` (e.g. ``v.vector_store_id = s.id``)
+    holds, as three columns of an enclosing SELECT."""
+    return (
+        f"(SELECT COUNT(*) FROM vector_store_files v WHERE {link}), "
+        f"(SELECT COUNT(*) FROM {STORE_FILES} WHERE {link} AND d.status = 'pending'), "
+        f"(SELECT COALESCE(SUM(f.bytes), 0) FROM {STORE_FILES} WHERE {link})"
+    )
+
+
+STORE_COLUMNS = (
+    "s.id, s.name, s.description, s.metadata, s.expires_after_days, s.created_at, "
+    f"s.last_active_at, {counts_columns('v.vector_store_id = s.id')}"
+)
+BATCH_COLUMNS = f"b.id, b.vector_store_id, b.created_at, {counts_columns('v.batch_id = b.id')}"
+
+
+@dataclass(frozen=True)
+class FileCounts:
+    total: int
+    in_progress: int
+
+    @property
+    def completed(self) -> int:
+        return self.total - self.in_progress
+
+
+@dataclass(frozen=True)
+class VectorStoreRecord:
+    id: str
+    name: str
+    description: str | None
+    metadata: dict[str, str]
+    expires_after_days: int | None
+    created_at: int
+    last_active_at: int
+    file_counts: FileCounts
+    usage_bytes: int
+
+    @property
+    def expires_at(self) -> int | None:
+        if self.expires_after_days is None:
+            return None
+        return self.last_active_at + self.expires_after_days * DAY_SECONDS
+
+    @property
+    def status(self) -> str:
+        if self.expires_at is not None and self.expires_at <= time.time():
+            return "expired"
+        return "in_progress" if self.file_counts.in_progress else "completed"
+
+
+@dataclass(frozen=True)
+class StoreFileRecord:
+    file_id: str
+    vector_store_id: str
+    filename: str
+    attributes: dict[str, Any]
+    created_at: int
+    usage_bytes: int
+    document_id: str
+    document_status: DocumentStatus
+    num_chunks: int
+
+    @property
+    def status(self) -> str:
+        return "in_progress" if self.document_status == "pending" else "completed"
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    id: str
+    vector_store_id: str
+    created_at: int
+    file_counts: FileCounts
+
+    @property
+    def status(self) -> str:
+        return "in_progress" if self.file_counts.in_progress else "completed"
+
+
+def store_from_row(row: tuple[Any, ...]) -> VectorStoreRecord:
+    store_id, name, description, metadata, days, created, active, total, busy, used = row
+    counts = FileCounts(total, busy)
+    return VectorStoreRecord(
+        store_id, name, description, json.loads(metadata), days, created, active, counts, used
+    )
+
+
+def store_file_from_row(row: tuple[Any, ...]) -> StoreFileRecord:
+    file_id, store_id, filename, attributes, created, used, document_id, status, chunks = row
+    return StoreFileRecord(
+        file_id,
+        store_id,
+        filename,
+        json.loads(attributes),
+        created,
+        used,
+        document_id,
+        status,
+        chunks,
+    )
+
+
+def batch_from_row(row: tuple[Any, ...]) -> BatchRecord:
+    batch_id, store_id, created, total, busy, _ = row
+    return BatchRecord(batch_id, store_id, created, FileCounts(total, busy))
