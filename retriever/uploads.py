@@ -3,17 +3,19 @@
 Starlette's `request.form()` spools every file whole (to memory, then disk) before anyone can look
 at its size; here each file is held in memory only up to the per-file limit, the body only up to
 the total limit, and the number of files is counted as their headers arrive. Parts without a
-`filename` (plain form fields) are read and dropped.
+`filename` (plain form fields) are kept as text, up to `MAX_FIELD_BYTES` in all.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from python_multipart import MultipartParser
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
+
+MAX_FIELD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,12 @@ class UploadedFile:
     data: bytes
 
 
+@dataclass(frozen=True)
+class UploadForm:
+    files: list[UploadedFile]
+    fields: dict[str, str] = field(default_factory=dict)
+
+
 class UploadTooLarge(ValueError):
     """A file, the number of files or the whole body passed its limit (HTTP 413)."""
 
@@ -42,6 +50,13 @@ async def read_multipart(
     content_type: str, body: AsyncIterator[bytes], limits: UploadLimits
 ) -> list[UploadedFile]:
     """The uploaded files of a multipart body, in order; raises as soon as a limit is passed."""
+    return (await read_multipart_form(content_type, body, limits)).files
+
+
+async def read_multipart_form(
+    content_type: str, body: AsyncIterator[bytes], limits: UploadLimits
+) -> UploadForm:
+    """The uploaded files, in order, and the plain fields of a multipart body."""
     boundary = parse_options_header(content_type)[1].get(b"boundary")
     if not boundary:
         raise MalformedUpload("multipart/form-data needs a boundary in its Content-Type")
@@ -62,7 +77,7 @@ async def read_multipart(
         raise MalformedUpload(f"The multipart body cannot be parsed: {error}") from error
     if not collector.finished:
         raise MalformedUpload("The multipart body ends before its closing boundary.")
-    return collector.files
+    return UploadForm(collector.files, collector.fields)
 
 
 class _FileCollector:
@@ -71,6 +86,9 @@ class _FileCollector:
     def __init__(self, limits: UploadLimits) -> None:
         self.limits = limits
         self.files: list[UploadedFile] = []
+        self.fields: dict[str, str] = {}
+        self._field_name: str | None = None
+        self._field_bytes = 0
         self.finished = False
         self._headers: dict[str, bytes] = {}
         self._field = bytearray()
@@ -91,7 +109,7 @@ class _FileCollector:
         }
 
     def _part_begin(self) -> None:
-        self._headers, self._filename = {}, None
+        self._headers, self._filename, self._field_name = {}, None, None
         self._data = bytearray()
 
     def _header_end(self) -> None:
@@ -104,6 +122,7 @@ class _FileCollector:
         disposition = parse_options_header(self._headers.get("content-disposition", b""))[1]
         raw_name = disposition.get(b"filename")
         if raw_name is None:
+            self._field_name = disposition.get(b"name", b"").decode("utf-8", "replace")
             return
         self._filename = raw_name.decode("utf-8", "replace")
         if len(self.files) >= self.limits.max_files:
@@ -114,9 +133,11 @@ class _FileCollector:
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
         if self._filename is None:
-            return
+            self._field_bytes += end - start
+            if self._field_bytes > MAX_FIELD_BYTES:
+                raise UploadTooLarge(f"The form fields pass the limit of {MAX_FIELD_BYTES} bytes.")
         self._data.extend(data[start:end])
-        if len(self._data) > self.limits.max_file_bytes:
+        if self._filename is not None and len(self._data) > self.limits.max_file_bytes:
             raise UploadTooLarge(
                 f"File '{self._filename}' is larger than the limit of "
                 f"{self.limits.max_file_bytes} bytes."
@@ -126,7 +147,9 @@ class _FileCollector:
         if self._filename is not None:
             content_type = self._headers.get("content-type", b"").decode("latin-1") or None
             self.files.append(UploadedFile(self._filename, content_type, bytes(self._data)))
-        self._filename, self._data = None, bytearray()
+        elif self._field_name:
+            self.fields[self._field_name] = self._data.decode("utf-8", "replace")
+        self._filename, self._field_name, self._data = None, None, bytearray()
 
     def _end(self) -> None:
         self.finished = True

@@ -7,11 +7,13 @@ from collections.abc import AsyncIterator
 import pytest
 
 from retriever.uploads import (
+    MAX_FIELD_BYTES,
     MalformedUpload,
     UploadedFile,
     UploadLimits,
     UploadTooLarge,
     read_multipart,
+    read_multipart_form,
 )
 
 BOUNDARY = "form-boundary-7d2"
@@ -83,7 +85,7 @@ async def test_the_whole_body_has_a_limit_too() -> None:
     assert sender.taken <= 21
 
 
-async def test_plain_fields_are_not_held_but_count_toward_the_body() -> None:
+async def test_plain_fields_count_toward_the_body() -> None:
     limits = UploadLimits(max_file_bytes=10, max_files=1, max_total_bytes=50_000)
     body = _body(_part("notes", b"n" * 20_000), _part("file", b"tiny", "a.md"))
     files = await read_multipart(CONTENT_TYPE, Sender(body).stream(), limits)
@@ -103,3 +105,13 @@ async def test_plain_fields_are_not_held_but_count_toward_the_body() -> None:
 async def test_malformed_bodies_are_refused(content_type: str, body: bytes, message: str) -> None:
     with pytest.raises(MalformedUpload, match=message):
         await read_multipart(content_type, Sender(body).stream(), ROOMY)
+
+
+async def test_plain_fields_are_read_as_text_up_to_their_own_limit() -> None:
+    body = _body(_part("purpose", b"assistants"), _part("file", b"tiny", "a.md"))
+    form = await read_multipart_form(CONTENT_TYPE, Sender(body).stream(), ROOMY)
+    assert form.fields == {"purpose": "assistants"}
+    assert form.files == [UploadedFile("a.md", None, b"tiny")]
+    too_much = _body(_part("notes", b"n" * (MAX_FIELD_BYTES + 1)))
+    with pytest.raises(UploadTooLarge, match="form fields"):
+        await read_multipart_form(CONTENT_TYPE, Sender(too_much).stream(), ROOMY)
