@@ -83,6 +83,7 @@ def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
         chunk_head_tokens=settings.blend_chunk_head_tokens,
         redis_url=settings.chunk_cache_redis_url,
         redis_timeout_s=settings.chunk_cache_redis_timeout,
+        slow_tier_format=settings.chunk_cache_format,
         shared_secret_hex=secret.get_secret_value() if secret else "",
     )
 

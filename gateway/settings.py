@@ -100,6 +100,11 @@ class Settings(BaseSettings):
     chunk_cache_disk_gib: float = Field(
         20.0, gt=0, description="Disk tier of the chunk KV store (under the data dir), in GiB."
     )
+    chunk_cache_format: Literal["raw", "int8"] = Field(
+        "raw",
+        description="How the disk and Redis tiers store chunk KV: `raw` (exact) or `int8` "
+        "(8-bit K per channel and V per token: half the bytes of bf16); memory keeps it raw.",
+    )
     chunk_cache_redis_url: str = Field(
         "",
         description="Redis shared by servers of the same model, a chunk KV tier behind memory "

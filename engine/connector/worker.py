@@ -24,6 +24,7 @@ from engine.connector.stats import StatsOutbox
 from engine.contract import BlendSettings, BlendStats, SelectionOverrides
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey, model_fingerprint
+from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.secret import chunk_kv_secret
 from engine.kvstore.store import ChunkKVStore
 
@@ -44,6 +45,7 @@ class BlendWorker:
             secret=chunk_kv_secret(settings.secret_path, settings.shared_secret_hex),
             redis_url=settings.redis_url or None,
             redis_timeout_s=settings.redis_timeout_s,
+            layer_format=LayerFormat[settings.slow_tier_format.upper()],
         )
         self.decoder: VllmDecoder | None = None
         self.fingerprint = ""

@@ -1,17 +1,19 @@
 """Binary format of one chunk KV entry, readable one layer at a time.
 
-Layout, all little-endian (format version 2):
+Layout, all little-endian (format version 3):
 
-    fixed header   32 bytes "<4sHBxIIII8s": magic b"RBKV", version, dtype code, pad,
+    fixed header   32 bytes "<4sHBBIIII8s": magic b"RBKV", version, dtype code, layer format,
                    num_layers, num_tokens, num_kv_heads, head_dim, id of the secret (`mac.py`)
     token ids      num_tokens x int64
     layer table    num_layers x "<QQ16s": byte offset, byte length, keyed MAC of the layer
     header MAC     keyed MAC of everything above and of the entry's key (16 bytes)
-    layer i        at its offset: K then V, each [num_tokens, num_kv_heads, head_dim], raw
+    layer i        at its offset: K and V, each [num_tokens, num_kv_heads, head_dim], in the
+                   layer format (`layer_format.py`: raw bytes, or 8-bit with scales)
 
 Every layer carries its own MAC, so a reader can hand layer 0 to the model while layer 1 is still
-being read. Tensor bytes are written raw (no pickle), which keeps bf16 and fp8 exact. Version 1
-had unkeyed checksums; its entries are refused as `UntrustedEntry`.
+being read. Raw tensor bytes are written as they are (no pickle), which keeps bf16 and fp8 exact.
+Version 2 is version 3 with raw layers only (its layer-format byte was padding, always 0) and is
+still read. Version 1 had unkeyed checksums; its entries are refused as `UntrustedEntry`.
 """
 
 from __future__ import annotations
@@ -27,14 +29,16 @@ import torch
 from torch import Tensor
 
 from engine.kvstore.keys import token_ids_bytes
+from engine.kvstore.layer_format import LayerFormat, decode_layer, encode_layer, layer_nbytes
 from engine.kvstore.mac import DIGEST_BYTES, KEY_ID_BYTES, EntryMac
 
 if sys.byteorder != "little":  # tensor bytes are stored as the host lays them out
     raise ImportError("engine.kvstore needs a little-endian host")
 
 MAGIC = b"RBKV"
-FORMAT_VERSION = 2
-_FIXED = struct.Struct(f"<4sHBxIIII{KEY_ID_BYTES}s")
+FORMAT_VERSION = 3
+_READABLE_VERSIONS = (2, FORMAT_VERSION)
+_FIXED = struct.Struct(f"<4sHBBIIII{KEY_ID_BYTES}s")
 _LAYER_ROW = struct.Struct(f"<QQ{DIGEST_BYTES}s")
 _DTYPE_CODES: dict[torch.dtype, int] = {
     torch.float32: 1,
@@ -66,11 +70,13 @@ class EntryHeader:
     head_dim: int
     token_ids: list[int]
     layer_digests: tuple[bytes, ...]
+    layer_format: LayerFormat = LayerFormat.RAW
 
     @property
     def layer_nbytes(self) -> int:
-        """Bytes of one layer: K and V."""
-        return 2 * self.num_tokens * self.num_kv_heads * self.head_dim * self.dtype.itemsize
+        """Bytes of one encoded layer: K and V."""
+        geometry = (self.num_tokens, self.num_kv_heads, self.head_dim)
+        return layer_nbytes(self.layer_format, self.dtype, *geometry)
 
     @property
     def header_nbytes(self) -> int:
@@ -90,6 +96,7 @@ class EntryHeader:
             MAGIC,
             FORMAT_VERSION,
             _DTYPE_CODES[self.dtype],
+            self.layer_format,
             self.num_layers,
             self.num_tokens,
             self.num_kv_heads,
@@ -104,16 +111,18 @@ class EntryHeader:
         return body + mac.header(body)
 
 
-def _layer_buffers(keys: Tensor, values: Tensor, index: int) -> tuple[np.ndarray, np.ndarray]:
-    """Raw bytes of layer `index` as uint8 arrays (no copy when the tensors are contiguous)."""
-    return (
-        keys[index].contiguous().view(torch.uint8).numpy(),
-        values[index].contiguous().view(torch.uint8).numpy(),
-    )
+def stored_format(layer_format: LayerFormat, dtype: torch.dtype) -> LayerFormat:
+    """The format an entry of `dtype` is written in: 8-bit dtypes stay raw, never requantized."""
+    return LayerFormat.RAW if dtype.itemsize <= 1 else layer_format
 
 
 def write_entry(
-    out: BinaryIO, token_ids: Sequence[int], keys: Tensor, values: Tensor, mac: EntryMac
+    out: BinaryIO,
+    token_ids: Sequence[int],
+    keys: Tensor,
+    values: Tensor,
+    mac: EntryMac,
+    layer_format: LayerFormat = LayerFormat.RAW,
 ) -> int:
     """Write one entry to `out`, signed with `mac`; returns the number of bytes written.
 
@@ -121,19 +130,30 @@ def write_entry(
     """
     if keys.dtype not in _DTYPE_CODES:
         raise TypeError(f"unsupported KV dtype {keys.dtype}")
+    layer_format = stored_format(layer_format, keys.dtype)
     num_layers, num_tokens, num_kv_heads, head_dim = keys.shape
+    layers: list[list[np.ndarray]] = []
     digests = []
     for index in range(num_layers):
+        buffers = encode_layer(layer_format, keys[index], values[index])
         layer = mac.layer()
-        for buffer in _layer_buffers(keys, values, index):
+        for buffer in buffers:
             layer.update(buffer)
+        layers.append(buffers)
         digests.append(layer.digest())
     header = EntryHeader(
-        keys.dtype, num_layers, num_tokens, num_kv_heads, head_dim, list(token_ids), tuple(digests)
+        keys.dtype,
+        num_layers,
+        num_tokens,
+        num_kv_heads,
+        head_dim,
+        list(token_ids),
+        tuple(digests),
+        layer_format,
     )
     out.write(header.encode(mac))
-    for index in range(num_layers):
-        for buffer in _layer_buffers(keys, values, index):
+    for buffers in layers:
+        for buffer in buffers:
             out.write(buffer)
     return header.total_nbytes
 
@@ -164,14 +184,18 @@ class EntryReader:
             raise CorruptEntry(f"truncated: {size} bytes is shorter than the fixed header")
         self._source.seek(0)
         fixed = bytes(self._read_exact(_FIXED.size, "fixed header"))
-        magic, version, code, layers, tokens, heads, dim, key_id = _FIXED.unpack(fixed)
+        magic, version, code, form, layers, tokens, heads, dim, key_id = _FIXED.unpack(fixed)
         if magic != MAGIC:
             raise CorruptEntry(f"bad magic {magic!r}")
-        if version != FORMAT_VERSION:
+        if version not in _READABLE_VERSIONS:
             raise UntrustedEntry(f"format version {version}, this server reads {FORMAT_VERSION}")
         if code not in _CODE_DTYPES or min(layers, tokens, heads, dim) == 0:
             raise CorruptEntry("invalid dtype code or zero dimension")
-        header = EntryHeader(_CODE_DTYPES[code], layers, tokens, heads, dim, [], ())
+        known_forms = list(LayerFormat) if version == FORMAT_VERSION else [LayerFormat.RAW]
+        if form not in known_forms:
+            raise UntrustedEntry(f"layer format {form}, this server reads {known_forms}")
+        layer_format = LayerFormat(form)
+        header = EntryHeader(_CODE_DTYPES[code], layers, tokens, heads, dim, [], (), layer_format)
         if size != header.total_nbytes:
             raise CorruptEntry(f"size {size} does not match the header's {header.total_nbytes}")
         if key_id != self._mac.key_id:  # checked once the layout is known to be consistent
@@ -186,7 +210,9 @@ class EntryReader:
             if offset != header.layer_offset(index) or length != header.layer_nbytes:
                 raise CorruptEntry(f"layer {index} table row does not match the layout")
         digests = tuple(layer_digest for _, _, layer_digest in rows)
-        return EntryHeader(header.dtype, layers, tokens, heads, dim, token_ids, digests)
+        return EntryHeader(
+            header.dtype, layers, tokens, heads, dim, token_ids, digests, layer_format
+        )
 
     def read_layer(self, index: int) -> tuple[Tensor, Tensor]:
         """Read, verify and decode layer `index` as (k, v), each [tokens, kv_heads, head_dim]."""
@@ -199,6 +225,5 @@ class EntryReader:
         layer_mac.update(raw)
         if not EntryMac.same(layer_mac.digest(), header.layer_digests[index]):
             raise CorruptEntry(f"layer {index} MAC mismatch")
-        shape = (2, header.num_tokens, header.num_kv_heads, header.head_dim)
-        both = torch.frombuffer(raw, dtype=torch.uint8).view(header.dtype).view(shape)
-        return both[0], both[1]
+        geometry = (header.num_tokens, header.num_kv_heads, header.head_dim)
+        return decode_layer(header.layer_format, raw, header.dtype, *geometry)

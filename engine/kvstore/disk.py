@@ -15,6 +15,7 @@ from engine.kvstore.codec import CorruptEntry, EntryReader, UntrustedEntry
 from engine.kvstore.counters import Counters, RefusalLog
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.keys import ChunkKey
+from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.lru import LruBytes
 from engine.kvstore.mac import EntryMac, check_secret
 
@@ -32,7 +33,8 @@ class DiskTier(KVTier):
     fails a MAC or the layout and is counted as "corrupt"; a well-formed file of another format
     version or written with another secret is counted as "rejected". Either is logged (once per
     key at warning), deleted and reported as a miss. A new instance on the same directory with
-    the same secret finds the existing entries.
+    the same secret finds the existing entries. New entries are written in `layer_format`;
+    entries are read in whichever format they were written.
 
     With `capacity_bytes`, the least recently used files (by modification time, which `get`
     refreshes, so the order survives restarts) are deleted to make room. One process should own a
@@ -45,9 +47,11 @@ class DiskTier(KVTier):
         secret: bytes,
         capacity_bytes: int | None = None,
         name: str = "disk",
+        layer_format: LayerFormat = LayerFormat.RAW,
     ) -> None:
         check_secret(secret)
         self.name = name
+        self.layer_format = layer_format
         self.directory = Path(directory)
         self._secret = secret
         self._lru: LruBytes[ChunkKey] = LruBytes(capacity_bytes)
@@ -168,12 +172,15 @@ class DiskTier(KVTier):
                 yield index, k, v
 
     def put(self, key: ChunkKey, entry: ChunkKV) -> None:
-        size = entry.encoded_nbytes
+        size = entry.encoded_nbytes(self.layer_format)
         if not self._lru.fits(size):
             self._counters.add("declined")
             return
         mac = self._mac(key)
-        temp = write_synced_temp(self.directory, key, lambda out: entry.write_to(out, mac))
+        layer_format = self.layer_format
+        temp = write_synced_temp(
+            self.directory, key, lambda out: entry.write_to(out, mac, layer_format)
+        )
         try:
             with self._lock:
                 self._lru.remove(key)

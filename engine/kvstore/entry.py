@@ -9,7 +9,8 @@ from typing import BinaryIO
 import torch
 from torch import Tensor
 
-from engine.kvstore.codec import EntryHeader, EntryReader, write_entry
+from engine.kvstore.codec import EntryHeader, EntryReader, stored_format, write_entry
+from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.mac import EntryMac
 
 
@@ -66,24 +67,26 @@ class ChunkKV:
         """Bytes held by the key and value tensors."""
         return 2 * self.keys.numel() * self.keys.element_size()
 
-    @property
-    def encoded_nbytes(self) -> int:
+    def encoded_nbytes(self, layer_format: LayerFormat = LayerFormat.RAW) -> int:
         """Bytes of the serialized form (`to_bytes`), without serializing."""
         _, tokens, heads, dim = self.keys.shape
-        header = EntryHeader(self.keys.dtype, self.num_layers, tokens, heads, dim, [], ())
+        stored = stored_format(layer_format, self.dtype)
+        header = EntryHeader(self.dtype, self.num_layers, tokens, heads, dim, [], (), stored)
         return header.total_nbytes
 
     def layer(self, index: int) -> tuple[Tensor, Tensor]:
         """(k, v) of one layer, each [num_tokens, num_kv_heads, head_dim]."""
         return self.keys[index], self.values[index]
 
-    def write_to(self, out: BinaryIO, mac: EntryMac) -> int:
+    def write_to(
+        self, out: BinaryIO, mac: EntryMac, layer_format: LayerFormat = LayerFormat.RAW
+    ) -> int:
         """Serialize into a binary stream, signed with `mac`; returns the bytes written."""
-        return write_entry(out, self.token_ids, self.keys, self.values, mac)
+        return write_entry(out, self.token_ids, self.keys, self.values, mac, layer_format)
 
-    def to_bytes(self, mac: EntryMac) -> bytes:
+    def to_bytes(self, mac: EntryMac, layer_format: LayerFormat = LayerFormat.RAW) -> bytes:
         out = io.BytesIO()
-        self.write_to(out, mac)
+        self.write_to(out, mac, layer_format)
         return out.getvalue()
 
     @classmethod

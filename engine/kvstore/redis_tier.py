@@ -13,7 +13,6 @@ in "errors", logged once per outage, and the tier retries with a growing wait (`
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
@@ -25,8 +24,10 @@ from engine.kvstore.codec import CorruptEntry, EntryReader, UntrustedEntry
 from engine.kvstore.counters import Counters, RefusalLog
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.keys import ChunkKey
+from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.mac import EntryMac, check_secret
 from engine.kvstore.outage import OutageGuard
+from engine.kvstore.range_reader import RangeReader
 
 logger = logging.getLogger(__name__)
 
@@ -44,45 +45,13 @@ class _Skipped:
 SKIPPED = _Skipped()
 
 
-class RangeReader(io.RawIOBase):
-    """A read-only file over a Redis string: `head` holds its first bytes, GETRANGE the rest."""
-
-    def __init__(self, head: bytes, read_range: Callable[[int, int], bytes]) -> None:
-        super().__init__()
-        self._head = head
-        self._read_range = read_range
-        self._position = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence != io.SEEK_SET:
-            raise io.UnsupportedOperation("only absolute seeks")
-        self._position = offset
-        return offset
-
-    def readinto(self, buffer: Any) -> int:
-        wanted = memoryview(buffer).cast("B")
-        end = self._position + len(wanted)
-        if end <= len(self._head):
-            data = self._head[self._position : end]
-        else:
-            data = self._read_range(self._position, end - 1)
-        wanted[: len(data)] = data
-        self._position += len(data)
-        return len(data)
-
-
 class RedisTier(KVTier):
     """Entries as Redis strings under `ragblend:kv:<key>`, signed and checked with `secret`.
 
     Servers sharing a Redis must share the secret: an entry signed with another one is counted
     "rejected" and left alone (it is valid for its writer); a damaged or truncated one is counted
-    "corrupt" and deleted. Writes use SET NX: an entry already there is the same chunk.
+    "corrupt" and deleted. Writes use SET NX: an entry already there is the same chunk. New
+    entries are written in `layer_format`; entries are read in whichever format they were written.
     """
 
     def __init__(
@@ -92,6 +61,7 @@ class RedisTier(KVTier):
         timeout_s: float = 0.5,
         first_retry_s: float = 1.0,
         name: str = "redis",
+        layer_format: LayerFormat = LayerFormat.RAW,
     ) -> None:
         import redis
         from redis.backoff import NoBackoff
@@ -99,6 +69,7 @@ class RedisTier(KVTier):
 
         check_secret(secret)
         self.name = name
+        self.layer_format = layer_format
         self._secret = secret
         self._errors = redis.RedisError
         self._full_errors = redis.exceptions.OutOfMemoryError
@@ -223,7 +194,8 @@ class RedisTier(KVTier):
         def store(client: Any) -> bool:
             if client.exists(name):
                 return False
-            return bool(client.set(name, entry.to_bytes(EntryMac(self._secret, key)), nx=True))
+            data = entry.to_bytes(EntryMac(self._secret, key), self.layer_format)
+            return bool(client.set(name, data, nx=True))
 
         stored = self._call(store, write=True)
         if not isinstance(stored, _Skipped):

@@ -17,6 +17,7 @@ from engine.kvstore.entry import ChunkKV
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.gate import EntryGate
 from engine.kvstore.keys import ChunkKey
+from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.memory import MemoryTier
 from engine.kvstore.redis_tier import RedisTier
 from engine.kvstore.writer import BackingWrites
@@ -66,21 +67,24 @@ class ChunkKVStore:
         secret: bytes | None = None,
         redis_url: str | None = None,
         redis_timeout_s: float = 0.5,
+        layer_format: LayerFormat = LayerFormat.RAW,
         **options: int,
     ) -> ChunkKVStore:
         """A memory tier of `memory_bytes`, then a disk tier when `disk_dir` is given, then a
         Redis tier when `redis_url` is given.
 
         The slower tiers sign and verify their entries with `secret` (`load_or_create_secret`,
-        or the secret shared by every server using the same Redis), required with either.
+        or the secret shared by every server using the same Redis), required with either, and
+        write in `layer_format` (memory keeps entries as they are).
         """
         backing: list[KVTier] = []
         if (disk_dir is not None or redis_url) and secret is None:
             raise ValueError("disk and Redis tiers need the secret that signs their entries")
         if disk_dir is not None and secret is not None:
-            backing.append(DiskTier(disk_dir, secret, disk_bytes))
+            backing.append(DiskTier(disk_dir, secret, disk_bytes, layer_format=layer_format))
         if redis_url and secret is not None:
-            backing.append(RedisTier(redis_url, secret, redis_timeout_s))
+            redis = RedisTier(redis_url, secret, redis_timeout_s, layer_format=layer_format)
+            backing.append(redis)
         return cls(MemoryTier(memory_bytes), *backing, **options)
 
     @property

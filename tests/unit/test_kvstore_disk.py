@@ -18,7 +18,7 @@ def flip_byte(path: Path, offset: int) -> None:
     path.write_bytes(bytes(data))
 
 
-FILE_BYTES = make_entry(0).encoded_nbytes
+FILE_BYTES = make_entry(0).encoded_nbytes()
 
 
 def test_put_then_get_round_trips_through_one_file(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def test_round_trip_is_exact(dtype: torch.dtype) -> None:
     entry = make_entry(dtype=dtype)
     data = entry.to_bytes(MAC)
     back = ChunkKV.from_bytes(data, MAC)
-    assert len(data) == entry.encoded_nbytes
+    assert len(data) == entry.encoded_nbytes()
     assert exactly_equal(back, entry)
     if dtype != torch.float8_e4m3fn:
         assert torch.equal(back.keys, entry.keys) and torch.equal(back.values, entry.values)
@@ -75,7 +75,7 @@ def test_one_layer_decodes_without_the_others() -> None:
 
 def test_header_records_geometry_and_token_ids() -> None:
     entry = make_entry(dtype=torch.float16, layers=2)
-    reader = EntryReader(io.BytesIO(entry.to_bytes(MAC)), entry.encoded_nbytes, MAC)
+    reader = EntryReader(io.BytesIO(entry.to_bytes(MAC)), entry.encoded_nbytes(), MAC)
     header = reader.header
     assert header.dtype == torch.float16
     assert (header.num_layers, header.num_tokens, header.num_kv_heads, header.head_dim) == (
@@ -85,7 +85,7 @@ def test_header_records_geometry_and_token_ids() -> None:
         8,
     )
     assert header.token_ids == entry.token_ids
-    assert header.total_nbytes == entry.encoded_nbytes
+    assert header.total_nbytes == entry.encoded_nbytes()
 
 
 @pytest.mark.parametrize("position", [0, 10, 40, 0.5, -1])

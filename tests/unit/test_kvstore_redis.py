@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from engine.kvstore.codec import CorruptEntry
+from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.redis_tier import KEY_PREFIX, RedisTier
 from engine.kvstore.store import ChunkKVStore
 from tests.redis_server import RedisServer, running_redis
@@ -137,3 +138,18 @@ def test_an_entry_stored_under_another_key_is_refused(tier: RedisTier, redis_ser
         client.copy(KEY_PREFIX + key_of(other), KEY_PREFIX + KEY)
     assert tier.get(KEY) is None and tier.stats()["corrupt"] == 1
     assert same(tier.get(key_of(other)), other)
+
+
+def test_an_int8_tier_stores_less_and_streams_close_kv(redis_server: RedisServer) -> None:
+    entry = make_entry(2, layers=5, tokens=64)
+    tier = RedisTier(redis_server.url, SECRET, layer_format=LayerFormat.INT8)
+    tier.put(key_of(entry), entry)
+    with redis_server.client() as client:
+        stored = client.strlen(KEY_PREFIX + key_of(entry))
+    assert stored == entry.encoded_nbytes(LayerFormat.INT8) < entry.encoded_nbytes()
+    stream = tier.load_layers(key_of(entry))
+    assert stream is not None
+    for index, k, _ in stream:
+        error = (k.float() - entry.keys[index].float()).norm() / entry.keys[index].float().norm()
+        assert error < 0.01
+    tier.close()
