@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -99,6 +100,50 @@ class RedisServer:
                 return bool(client.ping())
         except redis.RedisError:
             return False
+
+
+class LatencyProxy:
+    """A loopback TCP proxy to `port` that holds every client request for `delay_s` first: a
+    Redis across a slow link. Change `delay_s` at any time; `close` stops it."""
+
+    def __init__(self, port: int, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self._target = port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+                upstream = socket.create_connection(("127.0.0.1", self._target))
+            except OSError:
+                return
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, delayed: bool) -> None:
+        with source, sink:
+            while not self._closed.is_set():
+                try:
+                    data = source.recv(1 << 16)
+                    if not data:
+                        return
+                    if delayed and self.delay_s > 0:
+                        self._closed.wait(self.delay_s)
+                    sink.sendall(data)
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.close()
 
 
 @contextmanager

@@ -10,6 +10,7 @@ is redone as an exact computation of the claimed region, reported as ``fell_back
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, TypeVar
 
 import torch
@@ -25,6 +26,7 @@ from engine.contract import BlendSettings, BlendStats, SelectionOverrides
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey, model_fingerprint
 from engine.kvstore.layer_format import LayerFormat
+from engine.kvstore.load_meter import ComputeRate
 from engine.kvstore.secret import chunk_kv_secret
 from engine.kvstore.store import ChunkKVStore
 
@@ -50,6 +52,7 @@ class BlendWorker:
         self.decoder: VllmDecoder | None = None
         self.fingerprint = ""
         self.fallbacks = 0
+        self._compute_rate = ComputeRate()
         self._kv_caches: dict[str, Tensor] = {}
         self._outbox = StatsOutbox(settings.stats_channel)
 
@@ -96,7 +99,11 @@ class BlendWorker:
         placement = self._place(job, unreadable)
         ratio = job.plan.effective_ratio if self._decoder.rope is not None else 1.0
         selection = self._selection(ratio, job.plan.overrides)
+        started = time.perf_counter()
         result = self._fill(job, placement, selection)
+        if not placement.hits:  # computed only: what a chunk costs to compute instead of load
+            computed = result.recomputed_from(job.num_local_cached)
+            self._compute_rate.record(time.perf_counter() - started, computed)
         self._store(placement.captures)
         # Positions before num_local_cached came from vLLM's prefix cache, not from this blend.
         return BlendStats(
@@ -148,7 +155,9 @@ class BlendWorker:
             placement.keys.append(key)
             stream = None
             if reusable and key not in unreadable:
-                stream = self.store.prefetch_layers(key, self._expectation(chunk_tokens))
+                recompute_s = self._compute_rate.seconds_for(len(chunk_tokens))
+                expected = self._expectation(chunk_tokens)
+                stream = self.store.prefetch_layers(key, expected, recompute_s)
             if stream is not None:
                 prefix_len = len(self.settings.chunk_prefix)
                 placement.hits.append(

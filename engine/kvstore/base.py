@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from engine.kvstore.entry import ChunkKV
-from engine.kvstore.expect import EntryLayout
+from engine.kvstore.expect import EntryExpectation, EntryLayout
 from engine.kvstore.keys import ChunkKey
 
 LayerKV = tuple[int, Tensor, Tensor]
@@ -138,6 +138,14 @@ class KVTier(ABC):
         """
         entry = self.get(key)
         return None if entry is None else LayerStream.from_entry(entry)
+
+    def load_seconds(self, expected: EntryExpectation) -> float | None:
+        """Estimated seconds to stream the entry `expected` describes; None: unknown.
+
+        Tiers that can be slower than computing a chunk (a remote store) measure themselves
+        and override this; the store then computes instead of loading when that is faster.
+        """
+        return None
 
     def close(self) -> None:  # noqa: B027 - an optional hook; most tiers hold nothing
         """Release files, connections and threads. The default has nothing to release."""

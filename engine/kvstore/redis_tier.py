@@ -14,6 +14,7 @@ in "errors", logged once per outage, and the tier retries with a growing wait (`
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
@@ -23,8 +24,10 @@ from engine.kvstore.base import KVTier, LayerKV, LayerStream
 from engine.kvstore.codec import CorruptEntry, EntryReader, UntrustedEntry
 from engine.kvstore.counters import Counters, RefusalLog
 from engine.kvstore.entry import ChunkKV
+from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey
-from engine.kvstore.layer_format import LayerFormat
+from engine.kvstore.layer_format import LayerFormat, layer_nbytes
+from engine.kvstore.load_meter import LoadMeter
 from engine.kvstore.mac import EntryMac, check_secret
 from engine.kvstore.outage import OutageGuard
 from engine.kvstore.range_reader import RangeReader
@@ -83,6 +86,7 @@ class RedisTier(KVTier):
             "hits", "misses", "puts", "present", "corrupt", "rejected", "errors", "skipped"
         )
         self._refusals = RefusalLog(logger)
+        self._meter = LoadMeter()
         address = self._client.connection_pool.connection_kwargs  # no password: it is logged
         where = f"Redis chunk tier {address.get('path') or address.get('host')}"
         if "port" in address:
@@ -133,14 +137,19 @@ class RedisTier(KVTier):
                 pipe.exists(name).strlen(name).getrange(name, 0, HEAD_BYTES - 1)
                 return tuple(pipe.execute())
 
+        started = time.perf_counter()
         found = self._call(head)
         if isinstance(found, _Skipped) or not found[0]:
             self._counters.add("misses")
             return None
+        self._meter.round_trip(time.perf_counter() - started)
         _, size, first = found
 
         def read_range(start: int, end: int) -> bytes:
-            return self._client.getrange(name, start, end)
+            began = time.perf_counter()
+            data = self._client.getrange(name, start, end)
+            self._meter.transfer(len(data), time.perf_counter() - began)
+            return data
 
         try:
             return EntryReader(RangeReader(first, read_range), size, EntryMac(self._secret, key))
@@ -184,6 +193,14 @@ class RedisTier(KVTier):
                 raise CorruptEntry(f"Redis failed while reading layer {index}: {error}") from error
             yield index, k, v
 
+    def load_seconds(self, expected: EntryExpectation) -> float | None:
+        """From the latency and bandwidth of this tier's recent reads: one round trip for the
+        header, one per layer (entries are assumed to be in this tier's own layer format)."""
+        geometry = (expected.num_tokens, expected.num_kv_heads, expected.head_dim)
+        layer_bytes = layer_nbytes(self.layer_format, expected.dtype, *geometry)
+        rounds = 1 + expected.num_layers
+        return self._meter.estimate(expected.num_layers * layer_bytes, round_trips=rounds)
+
     def put(self, key: ChunkKey, entry: ChunkKV) -> None:
         """Store `entry` unless an entry for `key` is there; failures are counted, not raised.
 
@@ -223,7 +240,7 @@ class RedisTier(KVTier):
     def stats(self) -> dict[str, int]:
         """This server's counters. "bytes" and "entries" are 0: the shared store's size is
         Redis's own (`INFO memory`), and asking it on every call would cost a round trip."""
-        return self._counters.snapshot() | {"bytes": 0, "entries": 0}
+        return self._counters.snapshot() | self._meter.snapshot() | {"bytes": 0, "entries": 0}
 
     def close(self) -> None:
         self._client.close()

@@ -18,6 +18,7 @@ from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.gate import EntryGate
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.layer_format import LayerFormat
+from engine.kvstore.load_meter import LoadOrRecompute
 from engine.kvstore.memory import MemoryTier
 from engine.kvstore.redis_tier import RedisTier
 from engine.kvstore.writer import BackingWrites
@@ -51,7 +52,10 @@ class ChunkKVStore:
             raise ValueError("write_queue_size and read_ahead_layers must be positive")
         self.memory = memory
         self.backing = backing
-        self._counters = Counters("misses", "pending_hits", "dropped_writes", "write_errors")
+        self._counters = Counters(
+            "misses", "pending_hits", "dropped_writes", "write_errors", "recomputed_instead"
+        )
+        self._decision = LoadOrRecompute()
         self._gate = EntryGate(self.delete, read_ahead_layers)
         self._writes = BackingWrites(backing, write_queue_size, self._counters)
         self._lock = threading.Lock()  # orders puts and promotions against close
@@ -117,7 +121,9 @@ class ChunkKVStore:
             self._promote(key, entry, source)
         return entry
 
-    def prefetch_layers(self, key: ChunkKey, expected: EntryExpectation) -> LayerStream | None:
+    def prefetch_layers(
+        self, key: ChunkKey, expected: EntryExpectation, recompute_s: float | None = None
+    ) -> LayerStream | None:
         """Stream the entry for `key` layer by layer if it matches `expected`; else None.
 
         Runs on the caller's thread and returns once the entry's header is read and checked (from
@@ -127,6 +133,9 @@ class ChunkKVStore:
         stream is promoted into the tiers before it. Returns None on a miss or a refused entry
         and never raises for one. Iterating raises only `CorruptEntry` (see `LayerStream`): the
         entry has then been deleted, and the caller must treat the whole chunk as a miss.
+
+        `recompute_s`, the caller's estimate of computing the chunk instead, skips a tier whose
+        own estimate of loading it is longer (counted "recomputed_instead"; see `LoadOrRecompute`).
         """
         found = self.memory.get(key) or self._pending_entry(key)
         stream = None
@@ -135,6 +144,11 @@ class ChunkKVStore:
             stream = None if entry is None else LayerStream.from_entry(entry)
         else:
             for index, tier in enumerate(self.backing):
+                if not self._decision.should_load(
+                    tier.name, tier.load_seconds(expected), recompute_s
+                ):
+                    self._counters.add("recomputed_instead")
+                    continue
                 stream = self._gate.open(
                     key,
                     lambda tier=tier: tier.load_layers(key),

@@ -1,0 +1,95 @@
+"""Load or recompute: tiers measure themselves, and a Redis behind a slow link is skipped."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.kvstore.load_meter import ComputeRate, LoadMeter, LoadOrRecompute
+from engine.kvstore.memory import MemoryTier
+from engine.kvstore.redis_tier import RedisTier
+from engine.kvstore.store import ChunkKVStore
+from tests.redis_server import LatencyProxy, running_redis
+from tests.unit.kv_entries import SECRET, expect, key_of, make_entry
+
+ENTRY = make_entry(0, layers=12, tokens=512)  # 32 KiB layers, read one round trip each
+KEY = key_of(ENTRY)
+RECOMPUTE_S = 0.05
+"""What computing the chunk is taken to cost: far above a loopback load (under a millisecond a
+round trip), far below one through the proxy at 50 ms a round trip (13 round trips)."""
+ATTEMPTS = 200
+
+
+def test_a_meter_estimates_round_trips_plus_transfer() -> None:
+    meter = LoadMeter()
+    assert meter.estimate(1000, 1) is None
+    meter.round_trip(0.010)
+    meter.transfer(1_000_000, 0.110)  # 10 ms of latency, then 1 MB in 100 ms
+    assert meter.estimate(2_000_000, 3) == pytest.approx(0.030 + 0.200)
+    assert meter.snapshot() == {"latency_us": 10_000, "bytes_per_s": 10_000_000}
+
+
+def test_a_meter_averages_slowdowns_and_adopts_a_recovery_at_once() -> None:
+    meter = LoadMeter()
+    meter.round_trip(0.010)
+    meter.round_trip(0.060)  # a slow reading is averaged in: 0.8 x 10 ms + 0.2 x 60 ms
+    assert meter.snapshot()["latency_us"] == 20_000
+    meter.round_trip(0.001)  # twenty times better: the link recovered
+    assert meter.snapshot()["latency_us"] == 1_000
+
+
+def test_the_decision_loads_unless_known_slower_and_probes_a_slow_tier() -> None:
+    decision = LoadOrRecompute(probe_every=4)
+    assert decision.should_load("redis", None, 0.1)
+    assert decision.should_load("redis", 0.5, None)
+    assert decision.should_load("redis", 0.05, 0.1)
+    slow = [decision.should_load("redis", 0.5, 0.1) for _ in range(8)]
+    assert slow == [False, False, False, True] * 2
+
+
+def test_the_compute_rate_scales_with_tokens() -> None:
+    rate = ComputeRate()
+    assert rate.seconds_for(100) is None
+    rate.record(0.2, 100)
+    rate.record(1.0, 0)  # nothing computed: no information
+    assert rate.seconds_for(50) == pytest.approx(0.1)
+
+
+@pytest.fixture
+def proxied_store(tmp_path: Path) -> Iterator[tuple[ChunkKVStore, LatencyProxy]]:
+    with running_redis(tmp_path / "redis") as server:
+        proxy = LatencyProxy(server.port)
+        tier = RedisTier(proxy.url, SECRET, timeout_s=5.0)
+        with ChunkKVStore(MemoryTier(1 << 30), tier) as store:
+            store.put(KEY, ENTRY)
+            store.flush()
+            yield store, proxy
+        proxy.close()
+
+
+def load(store: ChunkKVStore) -> bool:
+    """Look the entry up past memory, as a worker would; whether it was loaded (and read)."""
+    store.memory.delete(KEY)
+    stream = store.prefetch_layers(KEY, expect(ENTRY), RECOMPUTE_S)
+    if stream is None:
+        return False
+    with stream:
+        assert len(list(stream)) == ENTRY.num_layers
+    return True
+
+
+def test_a_slowed_redis_is_computed_instead_and_loaded_again_once_fast(
+    proxied_store: tuple[ChunkKVStore, LatencyProxy],
+) -> None:
+    store, proxy = proxied_store
+    assert load(store) and load(store)  # fast: loaded, and measured
+    assert store.backing[0].load_seconds(expect(ENTRY)) < RECOMPUTE_S
+    proxy.delay_s = 0.05
+    assert load(store)  # the estimate still says fast; this load measures the slow link
+    assert store.backing[0].load_seconds(expect(ENTRY)) > RECOMPUTE_S
+    assert not load(store)  # switched: the chunk is computed instead
+    assert store.stats()["recomputed_instead"] == 1
+    proxy.delay_s = 0.0
+    switched_back = next((n for n in range(ATTEMPTS) if load(store)), None)
+    assert switched_back is not None and switched_back < 16  # the first probe saw it fast
+    assert all(load(store) for _ in range(3))
