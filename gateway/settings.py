@@ -187,6 +187,13 @@ class Settings(BaseSettings):
         parse_check_layers(value)
         return value
 
+    @field_validator("chunk_cache_redis_url")
+    @classmethod
+    def _redis_url_has_a_scheme(cls, value: str) -> str:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
     @field_validator("chunk_cache_secret")
     @classmethod
     def _secret_is_hex(cls, value: SecretStr | None) -> SecretStr | None:

@@ -66,9 +66,13 @@ class RedisTier(KVTier):
         name: str = "redis",
         layer_format: LayerFormat = LayerFormat.RAW,
     ) -> None:
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError as error:
+            needed = "the Redis tier needs the `redis` package (scripts/install.sh installs it)"
+            raise RuntimeError(needed) from error
 
         check_secret(secret)
         self.name = name
