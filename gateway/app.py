@@ -25,10 +25,21 @@ from gateway.limits import RequestLimits
 from gateway.metrics import RequestCounter
 from gateway.precompute import Precomputer
 from gateway.rag_prompt import chunk_prefix
-from gateway.routes import chat, completions, documents, health, models
+from gateway.routes import (
+    chat,
+    completions,
+    documents,
+    files,
+    health,
+    models,
+    responses_api,
+    vector_store_files,
+    vector_stores,
+)
 from gateway.settings import Settings
 from gateway.state import AppState
 from retriever.library import Library
+from retriever.rag_objects import RagObjects
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +63,8 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
                 await state.precomputer.stop()
             if state.kv_status is not None:
                 await state.kv_status.stop()
+            if state.rag_objects is not None:
+                state.rag_objects.close()
             if state.library is not None:
                 state.library.close()
             if state.engine is not None:
@@ -63,7 +76,8 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
     app.add_middleware(ContainUnexpectedErrors)
     app.add_middleware(RequestCounter)
     install_error_handlers(app)
-    for module in (completions, chat, documents, models, health):
+    openai_rag = (files, vector_stores, vector_store_files, responses_api)
+    for module in (completions, chat, documents, *openai_rag, models, health):
         app.include_router(module.router)
     return app
 
@@ -132,6 +146,8 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
         engine = await asyncio.to_thread(Engine, options)
         state.chunk_cache = ChunkCache(engine, chunk_prefix(tokenizer, settings.chunk_prefix))
         state.library = await _open_library(settings, tokenizer)
+        if state.library is not None:
+            state.rag_objects = await asyncio.to_thread(RagObjects, state.library.store.path)
         if state.library is not None and engine.blending:
             state.precomputer = Precomputer(state.library, state.chunk_cache)
             state.precomputer.start()

@@ -21,9 +21,9 @@ from gateway.settings import Settings
 OPEN_PATHS = frozenset({"/health", "/metrics"})
 """Answered without a key: probes and scrapers carry none, and neither reads a body."""
 
-DOCUMENT_PATHS = "/v1/documents"
-"""Ingest bodies hold whole documents: bounded by ``max_ingest_request_bytes`` instead, which the
-route also enforces per upload while it streams them."""
+DOCUMENT_PATHS = ("/v1/documents", "/v1/files")
+"""Ingest bodies hold whole documents (``/v1/files`` uploads too): bounded by
+``max_ingest_request_bytes`` instead, which the routes also enforce per upload while they stream."""
 
 UNAUTHORIZED = "Missing or invalid API key: send 'Authorization: Bearer <key>'."
 

@@ -62,11 +62,14 @@ KNOWN_ROUTES = frozenset(
         "/v1/chat/completions",
         "/v1/models",
         "/v1/documents",
+        "/v1/files",
+        "/v1/vector_stores",
+        "/v1/responses",
         "/health",
         "/metrics",
     }
 )
-ROUTES_WITH_ID = ("/v1/models", "/v1/documents")
+ROUTES_WITH_ID = ("/v1/models", "/v1/documents", "/v1/files", "/v1/vector_stores", "/v1/responses")
 
 
 def route_label(path: str) -> str:

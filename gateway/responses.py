@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -41,12 +41,14 @@ class FinishedChoice:
     finish_reason: str | None = None
 
 
-class ResponseFormat(Protocol):
+class BodyFormat(Protocol):
+    def body(self, choices: list[FinishedChoice], usage: Usage) -> dict[str, Any]: ...
+
+
+class ResponseFormat(BodyFormat, Protocol):
     def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]: ...
 
     def usage_chunk(self, usage: Usage) -> dict[str, Any]: ...
-
-    def body(self, choices: list[FinishedChoice], usage: Usage) -> dict[str, Any]: ...
 
 
 def response_id(prefix: str) -> tuple[str, int]:
@@ -82,10 +84,48 @@ class PreparedRequest:
     """Retrieved chunks the prompt was built from, reported back to the client."""
 
 
+@dataclass(frozen=True)
+class StartedGeneration:
+    generation: Generation
+    finish: Callable[[], None]
+    """Call once when the generation ends: releases admission and records metrics."""
+
+
 async def respond(
     request: Request, state: AppState, prepared: PreparedRequest, response_format: ResponseFormat
 ) -> Response:
     """Budget the completion, admit the request and serve it as JSON or as a stream."""
+    started = start_generation(request, state, prepared)
+    if prepared.fields.stream:
+        deadline = state.shutdown.deadline
+        events = _events(started.generation, response_format, prepared, started.finish, deadline)
+        return StreamingResponse(
+            events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+    return await json_response(request, state, started, prepared, response_format)
+
+
+async def json_response(
+    request: Request,
+    state: AppState,
+    started: StartedGeneration,
+    prepared: PreparedRequest,
+    body_format: BodyFormat,
+) -> Response:
+    """The whole answer as JSON; the generation is aborted if the client leaves first."""
+    deadline = state.shutdown.deadline
+    try:
+        return await _json_unless_ended(
+            request, started.generation, body_format, prepared, deadline
+        )
+    finally:
+        started.finish()
+
+
+def start_generation(
+    request: Request, state: AppState, prepared: PreparedRequest
+) -> StartedGeneration:
+    """Budget the completion and admit the request; its generation starts when iterated."""
     engine = state.engine
     assert engine is not None
     fields = prepared.fields
@@ -115,16 +155,7 @@ async def respond(
         if summary is not None:
             metrics.record_blend(summary)
 
-    deadline = state.shutdown.deadline
-    if fields.stream:
-        events = _events(generation, response_format, prepared, finish, deadline)
-        return StreamingResponse(
-            events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
-    try:
-        return await _json_unless_ended(request, generation, response_format, prepared, deadline)
-    finally:
-        finish()
+    return StartedGeneration(generation, finish)
 
 
 async def _events(
@@ -155,7 +186,7 @@ async def _events(
 
 
 async def _collect(
-    generation: Generation, response_format: ResponseFormat, prepared: PreparedRequest
+    generation: Generation, response_format: BodyFormat, prepared: PreparedRequest
 ) -> dict[str, Any]:
     choices: dict[int, FinishedChoice] = {}
     async with aclosing(generation.deltas()) as deltas:
@@ -184,7 +215,7 @@ def _with_extras(
 async def _json_unless_ended(
     request: Request,
     generation: Generation,
-    response_format: ResponseFormat,
+    response_format: BodyFormat,
     prepared: PreparedRequest,
     deadline: asyncio.Event,
 ) -> Response:

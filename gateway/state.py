@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gateway.kv_status import KVStatusFollower
     from gateway.precompute import Precomputer
     from retriever.library import Library
+    from retriever.rag_objects import RagObjects
 
 
 @dataclass
@@ -30,6 +31,8 @@ class AppState:
     engine: Engine | None = None
     tokenizer: Any = None
     library: Library | None = None
+    rag_objects: RagObjects | None = None
+    """OpenAI's files, vector stores and stored responses; opened with the library."""
     chunk_cache: ChunkCache | None = None
     precomputer: Precomputer | None = None
     kv_status: KVStatusFollower | None = None

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gateway.errors import APIError
 from gateway.settings import Settings
 from gateway.state import LibraryState, authorized
+from gateway.upload_text import upload_text
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
@@ -60,8 +61,6 @@ async def _read_documents(request: Request, settings: Settings) -> list[Any]:
 
 async def _read_uploads(request: Request, content_type: str, settings: Settings) -> list[Any]:
     from retriever.documents import NewDocument
-    from retriever.extract import InvalidDocument, TextTooLarge, UnsupportedMediaType
-    from retriever.extract_runner import ExtractBudget, ExtractionTimeout, extract_upload
     from retriever.uploads import MalformedUpload, UploadLimits, UploadTooLarge, read_multipart
 
     limits = UploadLimits(
@@ -77,21 +76,9 @@ async def _read_uploads(request: Request, content_type: str, settings: Settings)
         raise APIError(400, str(exc), param="file") from exc
     if not uploads:
         raise APIError(400, "Upload at least one file in a 'file' field.", param="file")
-    budget = ExtractBudget(
-        settings.extract_timeout, settings.extract_max_expansion, settings.max_document_bytes
-    )
     documents = []
     for upload in uploads:
-        try:
-            text = await extract_upload(upload.filename, upload.content_type, upload.data, budget)
-        except UnsupportedMediaType as exc:
-            raise APIError(415, str(exc), param="file") from exc
-        except TextTooLarge as exc:
-            raise APIError(413, str(exc), param="file") from exc
-        except ExtractionTimeout as exc:
-            raise APIError(422, str(exc), param="file") from exc
-        except InvalidDocument as exc:
-            raise APIError(400, str(exc), param="file") from exc
+        text = await upload_text(upload, settings)
         documents.append(NewDocument(None, text, {"filename": upload.filename}))
     return documents
 

@@ -1,0 +1,148 @@
+"""``/v1/files``: upload, list, retrieve, read and delete files, as OpenAI's Files API.
+
+An uploaded file becomes a library document at once: its text is extracted, chunked, embedded
+and indexed (the chunk KV is precomputed in the background), so attaching it to a vector store is
+immediate. Files with the same text share one document, deleted with the last of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+from openai.types import FilePurpose
+
+from gateway.errors import APIError
+from gateway.openai_rag.deps import RagState, objects_of
+from gateway.openai_rag.objects import deleted, file_object
+from gateway.openai_rag.pagination import FilePage, cursor_error, list_body
+from gateway.openai_rag.validation import parse_params
+from gateway.state import AppState, authorized
+from gateway.upload_text import upload_text
+from retriever.cursor_pages import UnknownCursor
+from retriever.file_store import FileRecord, new_file_id
+from retriever.uploads import (
+    MalformedUpload,
+    UploadedFile,
+    UploadLimits,
+    UploadTooLarge,
+    read_multipart_form,
+)
+
+router = APIRouter(dependencies=[Depends(authorized)])
+RETRIEVAL_PURPOSES = ("assistants", "user_data")
+
+
+@router.post("/v1/files")
+async def create_file(request: Request, state: RagState) -> dict[str, Any]:
+    upload, purpose = await _read_upload(request, state)
+    text = await upload_text(upload, state.settings)
+    record = await _store(state, upload, purpose, text)
+    if state.precomputer is not None:
+        state.precomputer.notify()
+    return file_object(record)
+
+
+async def _read_upload(request: Request, state: AppState) -> tuple[UploadedFile, str]:
+    content_type = request.headers.get("content-type", "")
+    if not content_type.startswith("multipart/form-data"):
+        raise APIError(400, "Upload as multipart/form-data with 'file' and 'purpose' fields.")
+    settings = state.settings
+    limits = UploadLimits(
+        max_file_bytes=settings.max_document_bytes,
+        max_files=1,
+        max_total_bytes=settings.max_ingest_request_bytes,
+    )
+    try:
+        form = await read_multipart_form(content_type, request.stream(), limits)
+    except UploadTooLarge as exc:
+        raise APIError(413, str(exc), param="file") from exc
+    except MalformedUpload as exc:
+        raise APIError(400, str(exc), param="file") from exc
+    if "purpose" not in form.fields:
+        raise APIError(400, "Missing required parameter: 'purpose'.", param="purpose")
+    purpose = parse_params(FilePurpose, form.fields["purpose"], "purpose")
+    if purpose not in RETRIEVAL_PURPOSES:
+        raise APIError(
+            400,
+            f"ragblend keeps files for retrieval only: 'purpose' must be one of "
+            f"{', '.join(RETRIEVAL_PURPOSES)}, not '{purpose}'.",
+            param="purpose",
+        )
+    if not form.files:
+        raise APIError(400, "Missing required parameter: 'file'.", param="file")
+    return form.files[0], purpose
+
+
+async def _store(state: AppState, upload: UploadedFile, purpose: str, text: str) -> FileRecord:
+    """The file and its document; a document this upload created goes if the file is not kept."""
+    from retriever.documents import InvalidIngest, NewDocument
+
+    library, objects = state.library, objects_of(state)
+    assert library is not None
+    file_id = new_file_id()
+    document = NewDocument(file_id, text, {"filename": upload.filename, "file_id": file_id})
+    try:
+        ingested = (await asyncio.to_thread(library.ingest, [document]))[0]
+    except InvalidIngest as exc:
+        raise APIError(400, f"{upload.filename}: {exc}", param="file") from exc
+    try:
+        return await asyncio.to_thread(
+            objects.files.add,
+            file_id,
+            ingested.id,
+            ingested.created,
+            upload.filename,
+            purpose,
+            upload.data,
+        )
+    except BaseException:
+        if ingested.created:
+            await asyncio.to_thread(library.delete, ingested.id)
+        raise
+
+
+@router.get("/v1/files")
+async def list_files(
+    state: RagState, page: FilePage, purpose: str | None = Query(None)
+) -> dict[str, Any]:
+    try:
+        records, has_more = await asyncio.to_thread(objects_of(state).files.page, page, purpose)
+    except UnknownCursor as exc:
+        raise cursor_error(exc) from exc
+    return list_body(records, has_more, file_object)
+
+
+@router.get("/v1/files/{file_id}")
+async def retrieve_file(file_id: str, state: RagState) -> dict[str, Any]:
+    record = await asyncio.to_thread(objects_of(state).files.get, file_id)
+    if record is None:
+        raise file_not_found(file_id)
+    return file_object(record)
+
+
+@router.get("/v1/files/{file_id}/content")
+async def file_content(file_id: str, state: RagState) -> Response:
+    content = await asyncio.to_thread(objects_of(state).files.content, file_id)
+    if content is None:
+        raise file_not_found(file_id)
+    return Response(content, media_type="application/octet-stream")
+
+
+@router.delete("/v1/files/{file_id}")
+async def delete_file(file_id: str, state: RagState) -> dict[str, Any]:
+    """Detaches the file from every vector store; its document goes with the last file using it."""
+    existed, document_id = await asyncio.to_thread(objects_of(state).files.delete, file_id)
+    if not existed:
+        raise file_not_found(file_id)
+    if document_id is not None and state.library is not None:
+        chunks = await asyncio.to_thread(state.library.delete, document_id)
+        if chunks and state.chunk_cache is not None:
+            await state.chunk_cache.evict([chunk.token_ids for chunk in chunks])
+    return deleted(file_id, "file")
+
+
+def file_not_found(file_id: str) -> APIError:
+    return APIError(404, f"No such File object: '{file_id}'.", param="file_id", code="not_found")

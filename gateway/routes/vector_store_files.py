@@ -1,0 +1,196 @@
+"""``/v1/vector_stores/{id}/files`` and ``/file_batches``: attach uploaded files to a store.
+
+Files are indexed when they are uploaded, so an attached file is ``completed`` at once and a
+batch is attached whole or not at all: one unknown file id and nothing is attached (404).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from openai.types.vector_stores import (
+    file_batch_create_params,
+    file_create_params,
+    file_update_params,
+)
+
+from gateway.errors import APIError
+from gateway.openai_rag.deps import JSONBody, RagState, objects_of
+from gateway.openai_rag.objects import batch_object, deleted, vector_store_file_object
+from gateway.openai_rag.pagination import Page, cursor_error, list_body
+from gateway.openai_rag.store_params import (
+    attachments_for,
+    check_chunking,
+    unknown_files,
+    vector_store_not_found,
+)
+from gateway.openai_rag.validation import check_attributes, parse_params
+from gateway.state import AppState, authorized
+from retriever.cursor_pages import PageRequest, UnknownCursor
+from retriever.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore
+from retriever.vector_store_records import StoreFileRecord
+
+router = APIRouter(dependencies=[Depends(authorized)])
+FILES = "/v1/vector_stores/{vector_store_id}/files"
+BATCHES = "/v1/vector_stores/{vector_store_id}/file_batches"
+StatusFilter = Annotated[
+    Literal["in_progress", "completed", "failed", "cancelled"] | None, Query(alias="filter")
+]
+
+
+@router.post(FILES)
+async def attach_file(vector_store_id: str, state: RagState, body: JSONBody) -> dict[str, Any]:
+    params = parse_params(file_create_params.FileCreateParams, body)
+    check_chunking(params.get("chunking_strategy"))
+    attachments = attachments_for([params["file_id"]], params.get("attributes"), "file_id")
+    stores = objects_of(state).vector_stores
+    attached = await _attaching(stores.attach, vector_store_id, attachments, "file_id")
+    return _render(state, attached[0])
+
+
+@router.get(FILES)
+async def list_files(
+    vector_store_id: str,
+    state: RagState,
+    page: Page,
+    status: StatusFilter = None,
+) -> dict[str, Any]:
+    return await _file_page(state, vector_store_id, page, status, None)
+
+
+@router.get(FILES + "/{file_id}")
+async def retrieve_file(vector_store_id: str, file_id: str, state: RagState) -> dict[str, Any]:
+    record = await asyncio.to_thread(
+        objects_of(state).vector_stores.get_file, vector_store_id, file_id
+    )
+    if record is None:
+        raise _file_not_found(vector_store_id, file_id)
+    return _render(state, record)
+
+
+@router.post(FILES + "/{file_id}")
+async def update_file(
+    vector_store_id: str, file_id: str, state: RagState, body: JSONBody
+) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise APIError(400, "The request body must be a JSON object.")
+    params = parse_params(file_update_params.FileUpdateParams, {**body, "vector_store_id": ""})
+    attributes = check_attributes(params["attributes"])
+    stores = objects_of(state).vector_stores
+    record = await asyncio.to_thread(stores.set_attributes, vector_store_id, file_id, attributes)
+    if record is None:
+        raise _file_not_found(vector_store_id, file_id)
+    return _render(state, record)
+
+
+@router.delete(FILES + "/{file_id}")
+async def detach_file(vector_store_id: str, file_id: str, state: RagState) -> dict[str, Any]:
+    """The file leaves the store; it stays uploaded (delete it through ``/v1/files``)."""
+    stores = objects_of(state).vector_stores
+    if not await asyncio.to_thread(stores.detach, vector_store_id, file_id):
+        raise _file_not_found(vector_store_id, file_id)
+    return deleted(file_id, "vector_store.file.deleted")
+
+
+@router.post(BATCHES)
+async def create_batch(vector_store_id: str, state: RagState, body: JSONBody) -> dict[str, Any]:
+    params = parse_params(file_batch_create_params.FileBatchCreateParams, body)
+    check_chunking(params.get("chunking_strategy"))
+    if ("file_ids" in params) == ("files" in params):
+        raise APIError(400, "Send either 'file_ids' or 'files'.", param="file_ids")
+    if "file_ids" in params:
+        attachments = attachments_for(list(params["file_ids"]), params.get("attributes"))
+    else:
+        attachments = _per_file(list(params["files"]))
+    stores = objects_of(state).vector_stores
+    batch = await _attaching(stores.create_batch, vector_store_id, attachments, "file_ids")
+    return batch_object(batch)
+
+
+@router.get(BATCHES + "/{batch_id}")
+async def retrieve_batch(vector_store_id: str, batch_id: str, state: RagState) -> dict[str, Any]:
+    return batch_object(await _batch(state, vector_store_id, batch_id))
+
+
+@router.post(BATCHES + "/{batch_id}/cancel")
+async def cancel_batch(vector_store_id: str, batch_id: str, state: RagState) -> dict[str, Any]:
+    """Files are attached when the batch is created, so there is never anything left to cancel:
+    the batch is returned as it is."""
+    return batch_object(await _batch(state, vector_store_id, batch_id))
+
+
+@router.get(BATCHES + "/{batch_id}/files")
+async def list_batch_files(
+    vector_store_id: str,
+    batch_id: str,
+    state: RagState,
+    page: Page,
+    status: StatusFilter = None,
+) -> dict[str, Any]:
+    await _batch(state, vector_store_id, batch_id)
+    return await _file_page(state, vector_store_id, page, status, batch_id)
+
+
+def _per_file(files: list[dict[str, Any]]) -> list[Attachment]:
+    attachments = []
+    for index, entry in enumerate(files):
+        check_chunking(entry.get("chunking_strategy"), f"files.{index}.chunking_strategy")
+        attributes = check_attributes(entry.get("attributes"), f"files.{index}.attributes")
+        attachments.append(Attachment(entry["file_id"], attributes))
+    return attachments
+
+
+async def _attaching(attach: Any, vector_store_id: str, attachments: Any, param: str) -> Any:
+    try:
+        return await asyncio.to_thread(attach, vector_store_id, attachments)
+    except UnknownVectorStore as exc:
+        raise vector_store_not_found(vector_store_id) from exc
+    except UnknownFiles as exc:
+        raise unknown_files(exc, param) from exc
+
+
+async def _file_page(
+    state: AppState,
+    vector_store_id: str,
+    page: PageRequest,
+    status: str | None,
+    batch_id: str | None,
+) -> dict[str, Any]:
+    stores = objects_of(state).vector_stores
+    if await asyncio.to_thread(stores.get, vector_store_id) is None:
+        raise vector_store_not_found(vector_store_id)
+    try:
+        records, has_more = await asyncio.to_thread(
+            stores.page_files, vector_store_id, page, status, batch_id
+        )
+    except UnknownCursor as exc:
+        raise cursor_error(exc) from exc
+    return list_body(records, has_more, lambda record: _render(state, record))
+
+
+async def _batch(state: AppState, vector_store_id: str, batch_id: str) -> Any:
+    stores = objects_of(state).vector_stores
+    batch = await asyncio.to_thread(stores.get_batch, vector_store_id, batch_id)
+    if batch is None:
+        raise APIError(
+            404,
+            f"No file batch '{batch_id}' in vector store '{vector_store_id}'.",
+            param="batch_id",
+            code="not_found",
+        )
+    return batch
+
+
+def _render(state: AppState, record: StoreFileRecord) -> dict[str, Any]:
+    return vector_store_file_object(record, state.settings.chunk_tokens)
+
+
+def _file_not_found(vector_store_id: str, file_id: str) -> APIError:
+    return APIError(
+        404,
+        f"No file '{file_id}' in vector store '{vector_store_id}'.",
+        param="file_id",
+        code="not_found",
+    )

@@ -1,0 +1,161 @@
+"""``/v1/vector_stores``: create, list, retrieve, modify, delete and search vector stores.
+
+A vector store is a named set of uploaded files; searching it (here or through ``file_search``)
+searches the library restricted to the documents of its files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from openai.types import (
+    VectorStoreSearchResponse,
+    vector_store_create_params,
+    vector_store_search_params,
+    vector_store_update_params,
+)
+
+from gateway.errors import APIError
+from gateway.openai_rag.deps import JSONBody, RagState, objects_of
+from gateway.openai_rag.filters import parse_filter
+from gateway.openai_rag.objects import deleted, dump, vector_store_object
+from gateway.openai_rag.pagination import Page, cursor_error, list_body
+from gateway.openai_rag.search import StoreSearch, search_stores
+from gateway.openai_rag.store_params import (
+    attachments_for,
+    check_chunking,
+    expiry_days,
+    unknown_files,
+    vector_store_not_found,
+)
+from gateway.openai_rag.validation import check_metadata, check_text, parse_params
+from gateway.state import authorized
+from retriever.cursor_pages import UnknownCursor
+from retriever.vector_store_db import UnknownFiles
+
+router = APIRouter(dependencies=[Depends(authorized)])
+MAX_SEARCH_RESULTS = 50
+
+
+@router.post("/v1/vector_stores")
+async def create_vector_store(state: RagState, body: JSONBody) -> dict[str, Any]:
+    params = parse_params(vector_store_create_params.VectorStoreCreateParams, body)
+    check_chunking(params.get("chunking_strategy"))
+    file_ids = list(params.get("file_ids") or [])
+    try:
+        record = await asyncio.to_thread(
+            objects_of(state).vector_stores.create,
+            check_text(params.get("name") or "", "name"),
+            params.get("description"),
+            check_metadata(params.get("metadata")),
+            expiry_days(params.get("expires_after")),
+            attachments_for(file_ids, {}),
+        )
+    except UnknownFiles as exc:
+        raise unknown_files(exc, "file_ids") from exc
+    return vector_store_object(record)
+
+
+@router.get("/v1/vector_stores")
+async def list_vector_stores(state: RagState, page: Page) -> dict[str, Any]:
+    try:
+        records, has_more = await asyncio.to_thread(objects_of(state).vector_stores.page, page)
+    except UnknownCursor as exc:
+        raise cursor_error(exc) from exc
+    return list_body(records, has_more, vector_store_object)
+
+
+@router.get("/v1/vector_stores/{vector_store_id}")
+async def retrieve_vector_store(vector_store_id: str, state: RagState) -> dict[str, Any]:
+    record = await asyncio.to_thread(objects_of(state).vector_stores.get, vector_store_id)
+    if record is None:
+        raise vector_store_not_found(vector_store_id)
+    return vector_store_object(record)
+
+
+@router.post("/v1/vector_stores/{vector_store_id}")
+async def modify_vector_store(
+    vector_store_id: str, state: RagState, body: JSONBody
+) -> dict[str, Any]:
+    params = parse_params(vector_store_update_params.VectorStoreUpdateParams, body)
+    changes: dict[str, Any] = {}
+    if params.get("name") is not None:
+        changes["name"] = check_text(params["name"], "name")
+    if "metadata" in params:
+        changes["metadata"] = check_metadata(params["metadata"])
+    if "expires_after" in params:
+        changes["expires_after_days"] = expiry_days(params["expires_after"])
+    stores = objects_of(state).vector_stores
+    record = await asyncio.to_thread(stores.update, vector_store_id, changes)
+    if record is None:
+        raise vector_store_not_found(vector_store_id)
+    return vector_store_object(record)
+
+
+@router.delete("/v1/vector_stores/{vector_store_id}")
+async def delete_vector_store(vector_store_id: str, state: RagState) -> dict[str, Any]:
+    """The store goes; its files stay (delete them through ``/v1/files``)."""
+    if not await asyncio.to_thread(objects_of(state).vector_stores.delete, vector_store_id):
+        raise vector_store_not_found(vector_store_id)
+    return deleted(vector_store_id, "vector_store.deleted")
+
+
+@router.post("/v1/vector_stores/{vector_store_id}/search")
+async def search_vector_store(
+    vector_store_id: str, state: RagState, body: JSONBody
+) -> dict[str, Any]:
+    params = parse_params(vector_store_search_params.VectorStoreSearchParams, body)
+    query = params["query"]
+    queries = [query] if isinstance(query, str) else list(query)
+    if not queries or not all(check_text(q, "query").strip() for q in queries):
+        raise APIError(400, "'query' must not be empty.", param="query")
+    max_results = params.get("max_num_results", 10)
+    if not 1 <= max_results <= MAX_SEARCH_RESULTS:
+        raise APIError(
+            400, f"'max_num_results' must be 1 to {MAX_SEARCH_RESULTS}.", param="max_num_results"
+        )
+    ranking = params.get("ranking_options") or {}
+    threshold = ranking.get("score_threshold")
+    if threshold is not None and not 0 <= threshold <= 1:
+        param = "ranking_options.score_threshold"
+        raise APIError(400, f"'{param}' must be between 0 and 1.", param=param)
+    condition = params.get("filters")
+    search = StoreSearch(
+        [vector_store_id],
+        queries,
+        max_results,
+        None if condition is None else parse_filter(condition),
+        threshold,
+    )
+    library, objects = state.library, objects_of(state)
+    try:
+        found = await asyncio.to_thread(search_stores, objects, library, search)
+    except APIError as exc:
+        if exc.status == 404:
+            raise vector_store_not_found(vector_store_id) from exc
+        raise
+    data = [
+        dump(
+            VectorStoreSearchResponse(
+                file_id=chunk.file.file_id,
+                filename=chunk.file.filename,
+                score=chunk.hit.score,
+                attributes=chunk.file.attributes,
+                content=[{"type": "text", "text": chunk.hit.text}],  # type: ignore[list-item]
+                ragblend={
+                    "document_id": chunk.hit.document_id,
+                    "chunk_index": chunk.hit.chunk_index,
+                },
+            )
+        )
+        for chunk in found
+    ]
+    return {
+        "object": "vector_store.search_results.page",
+        "search_query": queries,
+        "data": data,
+        "has_more": False,
+        "next_page": None,
+    }
