@@ -121,7 +121,7 @@ async def search_vector_store(
     if threshold is not None and not 0 <= threshold <= 1:
         param = "ranking_options.score_threshold"
         raise APIError(400, f"'{param}' must be between 0 and 1.", param=param)
-    condition = params.get("filters")
+    condition = body.get("filters")  # the raw filter: parse_filter checks it to any depth
     search = StoreSearch(
         [vector_store_id],
         queries,
