@@ -146,8 +146,8 @@ class Settings(BaseSettings):
     max_ingest_request_bytes: int = Field(
         20 * 1024 * 1024,
         ge=1,
-        description="Largest `POST /v1/documents` body, JSON or all uploaded files together "
-        "(else 413, decided while reading).",
+        description="Largest `POST /v1/documents` body, JSON or all uploaded files together, "
+        "and largest `POST /v1/files` upload (else 413, decided while reading).",
     )
     max_documents_per_request: int = Field(
         256, ge=1, description="Most documents (JSON) or files (multipart) per ingest request."
@@ -168,7 +168,7 @@ class Settings(BaseSettings):
         16 * 1024 * 1024,
         ge=1024,
         description="Largest request body but ingest's (else 413, decided before the body is "
-        "read); `/v1/documents` bodies are bounded by `max_ingest_request_bytes`.",
+        "read); `/v1/documents` and `/v1/files` bodies are bounded by `max_ingest_request_bytes`.",
     )
     max_choices_per_request: int = Field(
         64, ge=1, description="Largest prompts x `n` of one request (else 400)."
