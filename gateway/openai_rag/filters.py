@@ -16,7 +16,7 @@ from openai.types.shared import ComparisonFilter, CompoundFilter
 from pydantic import ValidationError
 
 from gateway.errors import APIError
-from gateway.openai_rag.validation import invalid
+from gateway.openai_rag.validation import check_text, invalid
 
 Filter = ComparisonFilter | CompoundFilter
 MAX_DEPTH = 8
@@ -50,6 +50,11 @@ def parse_filter(raw: Any, param: str = "filters", depth: int = 0) -> Filter:
 
 
 def _check_comparison(comparison: ComparisonFilter, param: str) -> None:
+    check_text(comparison.key, f"{param}.key")
+    values = comparison.value if isinstance(comparison.value, list) else [comparison.value]
+    for value in values:
+        if isinstance(value, str):
+            check_text(value, f"{param}.value")
     listed = isinstance(comparison.value, list)
     if listed != (comparison.type in ("in", "nin")):
         raise APIError(

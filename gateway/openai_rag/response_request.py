@@ -77,12 +77,13 @@ def parse_turn(body: Any, default_results: int) -> ResponsesTurn:
     max_output_tokens = params.get("max_output_tokens")
     if max_output_tokens is not None and max_output_tokens < 1:
         raise APIError(400, "'max_output_tokens' must be at least 1.", param="max_output_tokens")
-    instructions = params.get("instructions")
     return ResponsesTurn(
         model=params["model"],
         messages=_messages(body["input"]),
-        instructions=None if instructions is None else check_text(instructions, "instructions"),
-        previous_response_id=params.get("previous_response_id"),
+        instructions=_optional_text(params.get("instructions"), "instructions"),
+        previous_response_id=_optional_text(
+            params.get("previous_response_id"), "previous_response_id"
+        ),
         file_search=file_search,
         include_results=RESULTS in include,
         max_output_tokens=max_output_tokens,
@@ -161,8 +162,15 @@ def _search_tool(raw: dict[str, Any], param: str, default_results: int) -> FileS
     _check_range(results, f"{param}.max_num_results", 1, MAX_SEARCH_RESULTS)
     threshold = tool.ranking_options.score_threshold if tool.ranking_options else None
     _check_range(threshold, f"{param}.ranking_options.score_threshold", 0.0, 1.0)
-    condition = None if raw.get("filters") is None else parse_filter(raw["filters"])
-    return FileSearch(list(tool.vector_store_ids), results, condition, threshold, raw)
+    condition = (
+        None if raw.get("filters") is None else parse_filter(raw["filters"], f"{param}.filters")
+    )
+    store_ids = [check_text(i, f"{param}.vector_store_ids") for i in tool.vector_store_ids]
+    return FileSearch(store_ids, results, condition, threshold, raw)
+
+
+def _optional_text(value: str | None, param: str) -> str | None:
+    return None if value is None else check_text(value, param)
 
 
 def _check_range(value: float | None, param: str, low: float, high: float) -> None:

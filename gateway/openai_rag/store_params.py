@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.errors import APIError
-from gateway.openai_rag.validation import check_attributes
+from gateway.openai_rag.validation import check_attributes, check_text
 from retriever.vector_store_db import Attachment, UnknownFiles
 
 MAX_EXPIRY_DAYS = 365
@@ -43,7 +43,7 @@ def attachments_for(
     if len(file_ids) > MAX_BATCH_FILES:
         raise APIError(400, f"At most {MAX_BATCH_FILES} files at once.", param=param)
     checked = check_attributes(attributes)
-    return [Attachment(file_id, checked) for file_id in file_ids]
+    return [Attachment(check_text(file_id, param), checked) for file_id in file_ids]
 
 
 def unknown_files(exc: UnknownFiles, param: str) -> APIError:

@@ -83,7 +83,10 @@ def check_attributes(
 def _check_pairs(pairs: dict[str, Any], param: str) -> None:
     if len(pairs) > MAX_PAIRS:
         raise APIError(400, f"'{param}' has {len(pairs)} pairs; at most {MAX_PAIRS}.", param=param)
-    for key in pairs:
+    for key, value in pairs.items():
+        check_text(key, param)
+        if isinstance(value, str):
+            check_text(value, f"{param}.{key}")
         if len(key) > MAX_KEY_CHARS:
             raise APIError(
                 400, f"'{param}' has a key longer than {MAX_KEY_CHARS} characters.", param=param

@@ -26,7 +26,7 @@ from gateway.openai_rag.store_params import (
     unknown_files,
     vector_store_not_found,
 )
-from gateway.openai_rag.validation import check_attributes, parse_params
+from gateway.openai_rag.validation import check_attributes, check_text, parse_params
 from gateway.state import AppState, authorized
 from retriever.cursor_pages import PageRequest, UnknownCursor
 from retriever.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore
@@ -138,7 +138,7 @@ def _per_file(files: list[dict[str, Any]]) -> list[Attachment]:
     for index, entry in enumerate(files):
         check_chunking(entry.get("chunking_strategy"), f"files.{index}.chunking_strategy")
         attributes = check_attributes(entry.get("attributes"), f"files.{index}.attributes")
-        attachments.append(Attachment(entry["file_id"], attributes))
+        attachments.append(Attachment(check_text(entry["file_id"], f"files.{index}"), attributes))
     return attachments
 
 

@@ -48,7 +48,7 @@ async def create_vector_store(state: RagState, body: JSONBody) -> dict[str, Any]
         record = await asyncio.to_thread(
             objects_of(state).vector_stores.create,
             check_text(params.get("name") or "", "name"),
-            params.get("description"),
+            check_text(params.get("description") or "", "description") or None,
             check_metadata(params.get("metadata")),
             expiry_days(params.get("expires_after")),
             attachments_for(file_ids, {}),
