@@ -2,6 +2,7 @@
 cascades from deleted documents, states read from the documents, and the schema upgrade."""
 
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -115,3 +116,13 @@ def test_a_version_2_library_is_upgraded_with_its_documents_kept(tmp_path):
     store = DocumentStore(path)
     assert store.get_document("a").status == "cached"
     store.close()
+
+
+def test_a_store_expires_days_after_its_last_use(library):
+    _, objects = library
+    vector_store = objects.vector_stores.create("docs", None, {}, 2, [])
+    assert vector_store.status == "completed"
+    assert vector_store.expires_at == vector_store.last_active_at + 2 * 86_400
+    assert replace(vector_store, last_active_at=0).status == "expired"
+    unchanged = objects.vector_stores.update(vector_store.id, {"expires_after_days": None})
+    assert (unchanged.expires_at, unchanged.status) == (None, "completed")
