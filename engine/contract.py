@@ -169,6 +169,8 @@ class BlendStats:
     """Chunk-store keys of the chunks now held (hits and stored misses), in prompt order."""
     evicted_keys: tuple[str, ...] = ()
     """Chunk-store keys that left the store through eviction since the worker last reported."""
+    store: dict[str, int] = field(default_factory=dict)
+    """The chunk store's counters and sizes when the request ran (``ChunkKVStore.stats()``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -176,7 +178,7 @@ class BlendStats:
     def summary(self) -> dict[str, Any]:
         """What a client sees in a response's ``blend`` object: everything but the keys."""
         body = asdict(self)
-        del body["chunk_keys"], body["evicted_keys"]
+        del body["chunk_keys"], body["evicted_keys"], body["store"]
         return body
 
     @classmethod

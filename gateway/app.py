@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from engine.chunk_cache import ChunkCache
-from engine.contract import BlendSettings
+from engine.contract import BlendSettings, BlendStats
 from engine.models.provision import resolve_model
 from engine.platform import resolve_device
 from engine.runtime import Engine, EngineOptions
@@ -38,6 +38,7 @@ from gateway.routes import (
 )
 from gateway.settings import Settings
 from gateway.state import AppState
+from gateway.store_metrics import CHUNK_STORE
 from retriever.library import Library
 from retriever.rag_objects import RagObjects
 
@@ -152,8 +153,8 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
             state.precomputer = Precomputer(state.library, state.chunk_cache)
             state.precomputer.start()
             state.kv_status = KVStatusFollower(state.library.store)
-            engine.stats_listener = state.kv_status.observe
             state.kv_status.start()
+        engine.stats_listener = lambda stats: _on_blend_stats(state, stats)
         state.engine = engine
         state.tokenizer = tokenizer
         state.engine_watch = asyncio.create_task(watch_engine(engine, state), name="engine-watch")
@@ -164,6 +165,12 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
             os.kill(os.getpid(), signal.SIGINT)
         return
     log.info("ready: serving %s on %s", state.settings.name_for_clients, options.device)
+
+
+def _on_blend_stats(state: AppState, stats: BlendStats) -> None:
+    CHUNK_STORE.update(stats.store)
+    if state.kv_status is not None:
+        state.kv_status.observe(stats)
 
 
 async def watch_engine(engine: Engine, state: AppState) -> None:

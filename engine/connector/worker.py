@@ -116,6 +116,7 @@ class BlendWorker:
             rejected_chunks=placement.rejected,
             chunk_keys=tuple(placement.keys),
             evicted_keys=tuple(self.store.take_lost_keys()),
+            store=self.store.stats(),
         )
 
     def _run_exact(self, job: BlendJob) -> BlendStats:
@@ -130,6 +131,7 @@ class BlendWorker:
             prefix_cached_tokens=job.num_local_cached,
             fell_back=True,
             evicted_keys=tuple(self.store.take_lost_keys()),
+            store=self.store.stats(),
         )
 
     @property

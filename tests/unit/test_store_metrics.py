@@ -1,0 +1,28 @@
+"""The chunk store's statistics reach /metrics per tier, sizes as gauges, events as counters."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from gateway.store_metrics import ChunkStoreCollector, split_stat
+
+
+def test_stat_names_split_into_tier_and_stat() -> None:
+    assert split_stat("disk_evictions") == ("disk", "evictions")
+    assert split_stat("redis_errors") == ("redis", "errors")
+    assert split_stat("pending_writes") == ("store", "pending_writes")
+    assert split_stat("misses") == ("store", "misses")
+
+
+def test_the_latest_snapshot_is_exported_per_tier() -> None:
+    collector, registry = ChunkStoreCollector(), CollectorRegistry()
+    registry.register(collector)
+    assert "ragblend_chunk_store" not in generate_latest(registry).decode()
+    collector.update({"memory_bytes": 10, "disk_bytes": 200, "disk_evictions": 3, "misses": 1})
+    collector.update({})  # a report without a snapshot keeps the last one
+    text = generate_latest(registry).decode()
+    assert 'ragblend_chunk_store_bytes{tier="disk"} 200.0' in text
+    assert 'ragblend_chunk_store_bytes{tier="memory"} 10.0' in text
+    assert 'ragblend_chunk_store_evictions_total{tier="disk"} 3.0' in text
+    assert 'ragblend_chunk_store_misses_total{tier="store"} 1.0' in text
+    assert "# TYPE ragblend_chunk_store_bytes gauge" in text
