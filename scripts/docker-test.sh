@@ -135,9 +135,16 @@ export RAGBLEND_MODEL=smollm2-135m-instruct RAGBLEND_PORT="$port"
 export RAGBLEND_API_KEYS="smoke-$RANDOM$RANDOM"
 url="http://127.0.0.1:$port"
 smoke() {
-  "$python" docker/smoke_check.py "$1" --url "$url" --api-key "$RAGBLEND_API_KEYS" \
+  "$python" docker/smoke_check.py "$@" --url "$url" --api-key "$RAGBLEND_API_KEYS" \
     --container "$(compose ps -q ragblend)" --state "$work/state.json"
 }
+# SIGKILL to vLLM's engine core process (titled VLLM::EngineCore) inside the container.
+kill_engine='for proc in /proc/[0-9]*; do
+  if tr "\0" " " <"$proc/cmdline" 2>/dev/null | grep -q "^VLLM::EngineCore"; then
+    kill -9 "${proc#/proc/}" && echo "${proc#/proc/}"
+  fi
+done'
+
 
 compose down -v --remove-orphans >/dev/null 2>&1 || true
 say "docker compose up --build (base $RAGBLEND_BASE_IMAGE)"
@@ -177,8 +184,17 @@ restarted="$(smoke restarted)"
 restart_s=$(($(date +%s) - start))
 say "after restart: $restarted"
 
+say "killing the engine process inside the container: the server must exit and Docker restart it"
+start=$(date +%s)
+killed="$(compose exec -T ragblend sh -c "$kill_engine")"
+[ -n "$killed" ] || { say "found no VLLM::EngineCore process in the container"; exit 1; }
+revived="$(smoke restarted --restarts 1)"
+revive_s=$(($(date +%s) - start))
+say "after the engine was killed (PID $killed): $revived"
+
 size_mb=$(($(docker image inspect -f '{{.Size}}' "$image") / 1000000))
 echo "docker-test: image $image $size_mb MB; runs as $user"
 echo "docker-test: up --build ${build_s} s, then first ready in $(echo "$first" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["ready_s"])') s"
 echo "docker-test: stopped on SIGTERM in ${stop_s} s (exit code $exit_code)"
+echo "docker-test: engine killed, restarted by Docker and checked in ${revive_s} s"
 echo "docker-test: after down/up ready in $(echo "$restarted" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["ready_s"])') s (checks done ${restart_s} s after up)"
