@@ -1,0 +1,65 @@
+"""The one contract between the gateway and the engine's blending connector.
+
+Everything that crosses from a client request to the connector's worker, and back, has one
+shape defined here: the blend plan (chunk spans, mode, ratio, selection overrides) that rides
+to the engine in ``kv_transfer_params``, the chunk evictions that ride the same way, and the
+typed statistics the worker reports for each blended request. The gateway, the precompute
+client and the benchmarks import this module; the connector decodes what it receives with
+the same functions that encoded it. Nothing here imports vLLM or torch.
+"""
+
+from engine.contract.plan import (
+    BlendPlan,
+    ChunkSpan,
+    SelectionOverrides,
+    eviction_params,
+    evictions_in,
+)
+from engine.contract.settings import BlendSettings
+from engine.contract.stats import BlendStats, stats_in, stats_params
+from engine.contract.types import (
+    DEFAULT_CHECK_LAYERS,
+    DEFAULT_CHUNK_HEAD_TOKENS,
+    DEFAULT_METRIC,
+    DEFAULT_MODE,
+    DEFAULT_RECOMPUTE_RATIO,
+    DEVIATION_METRICS,
+    EVICT_KEY,
+    METRICS,
+    MODES,
+    PLAN_KEY,
+    STATS_KEY,
+    CheckLayers,
+    Metric,
+    Mode,
+    parse_check_layer_pairs,
+    parse_check_layers,
+)
+
+__all__ = [
+    "DEFAULT_CHECK_LAYERS",
+    "DEFAULT_CHUNK_HEAD_TOKENS",
+    "DEFAULT_METRIC",
+    "DEFAULT_MODE",
+    "DEFAULT_RECOMPUTE_RATIO",
+    "DEVIATION_METRICS",
+    "EVICT_KEY",
+    "METRICS",
+    "MODES",
+    "PLAN_KEY",
+    "STATS_KEY",
+    "BlendPlan",
+    "BlendSettings",
+    "BlendStats",
+    "CheckLayers",
+    "ChunkSpan",
+    "Metric",
+    "Mode",
+    "SelectionOverrides",
+    "eviction_params",
+    "evictions_in",
+    "parse_check_layer_pairs",
+    "parse_check_layers",
+    "stats_in",
+    "stats_params",
+]

@@ -1,0 +1,62 @@
+"""The server's blending configuration, as the connector receives it in vLLM's extra config."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from engine.contract.types import (
+    DEFAULT_CHECK_LAYERS,
+    DEFAULT_CHUNK_HEAD_TOKENS,
+    DEFAULT_METRIC,
+    CheckLayers,
+    Metric,
+    parse_check_layer_pairs,
+)
+
+
+@dataclass(frozen=True)
+class BlendSettings:
+    """The server's blending configuration, handed to the connector in vLLM's extra config."""
+
+    model_name: str
+    chunk_kv_dir: str
+    """Holds the chunk store's disk tier (``store/``) and the secret keying its checksums."""
+    memory_bytes: int
+    disk_bytes: int | None
+    """Disk tier budget; None: no limit."""
+    chunk_prefix: tuple[int, ...]
+    """Token ids each chunk is precomputed behind; they are not stored."""
+    check_layers: CheckLayers = DEFAULT_CHECK_LAYERS
+    metric: Metric = DEFAULT_METRIC
+    normalize: bool = False
+    chunk_head_tokens: int = DEFAULT_CHUNK_HEAD_TOKENS
+    stats_channel: str = ""
+    """Name of the worker -> scheduler statistics channel; the runtime sets a fresh one for
+    every engine it starts, so no other process can reach or remove it."""
+    redis_url: str = ""
+    """The shared Redis tier of the chunk store behind memory and disk; empty: none."""
+    redis_timeout_s: float = 0.5
+    slow_tier_format: str = "raw"
+    """How disk and Redis store chunk KV: ``raw`` (exact) or ``int8`` (half of bf16)."""
+    shared_secret_hex: str = field(default="", repr=False)
+    """Secret signing chunk KV, shared by the servers sharing a Redis; empty: ``secret_path``."""
+
+    @property
+    def store_dir(self) -> str:
+        return f"{self.chunk_kv_dir}/store"
+
+    @property
+    def secret_path(self) -> str:
+        return f"{self.chunk_kv_dir}/secret"
+
+    def to_extra_config(self) -> dict[str, Any]:
+        return {**asdict(self), "chunk_prefix": list(self.chunk_prefix)}
+
+    @classmethod
+    def from_extra_config(cls, extra: dict[str, Any]) -> BlendSettings:
+        names = {field.name for field in fields(cls)}
+        body = {key: value for key, value in extra.items() if key in names}
+        body["chunk_prefix"] = tuple(int(token) for token in body["chunk_prefix"])
+        body["check_layers"] = parse_check_layer_pairs(body["check_layers"])
+        return cls(**body)

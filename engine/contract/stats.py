@@ -1,0 +1,66 @@
+"""What the worker reports for each blended request, back through the scheduler."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from engine.contract.types import STATS_KEY, Mode
+
+
+@dataclass(frozen=True)
+class BlendStats:
+    """What the worker reports for one blended request (and the response's ``blend`` object)."""
+
+    mode: Mode
+    reused_tokens: int
+    recomputed_tokens: int
+    chunks_hit: int
+    chunks_missed: int
+    prefix_cached_tokens: int
+    fell_back: bool = False
+    """The blend failed and the chunk region was computed exactly instead (a full prefill)."""
+    rejected_chunks: int = 0
+    """Stored entries that failed verification against their chunk (treated as misses)."""
+    chunk_keys: tuple[str, ...] = ()
+    """Chunk-store keys of the chunks now held (hits and stored misses), in prompt order."""
+    evicted_keys: tuple[str, ...] = ()
+    """Chunk-store keys that left the store through eviction since the worker last reported."""
+    store: dict[str, int] = field(default_factory=dict)
+    """The chunk store's counters and sizes when the request ran (``ChunkKVStore.stats()``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> dict[str, Any]:
+        """What a client sees in a response's ``blend`` object: everything but the keys."""
+        body = asdict(self)
+        del body["chunk_keys"], body["evicted_keys"], body["store"]
+        return body
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any]) -> BlendStats:
+        names = {field.name for field in fields(cls)}
+        kept = {key: value for key, value in body.items() if key in names}
+        for name in ("chunk_keys", "evicted_keys"):
+            kept[name] = tuple(kept.get(name, ()))
+        return cls(**kept)
+
+    @classmethod
+    def without_blend(cls, mode: Mode, prompt_tokens: int, cached_tokens: int) -> BlendStats:
+        """No chunk was blended: vLLM's prefix cache served the region, or it was a full prefill."""
+        return cls(mode, 0, prompt_tokens - cached_tokens, 0, 0, cached_tokens)
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.reused_tokens + self.prefix_cached_tokens
+
+
+def stats_in(params: dict[str, Any] | None) -> BlendStats | None:
+    """The worker's statistics in a finished request's ``kv_transfer_params``, if any."""
+    body = (params or {}).get(STATS_KEY)
+    return None if body is None else BlendStats.from_dict(body)
+
+
+def stats_params(stats: BlendStats) -> dict[str, Any]:
+    return {STATS_KEY: stats.to_dict()}
