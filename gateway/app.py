@@ -21,6 +21,7 @@ from engine.runtime import Engine, EngineOptions
 from gateway.engine_watch import exit_after_engine_death, wait_for_engine_death
 from gateway.errors import ContainUnexpectedErrors, install_error_handlers
 from gateway.kv_status import KVStatusFollower
+from gateway.library_metrics import LIBRARY_PROGRESS
 from gateway.limits import RequestLimits
 from gateway.metrics import RequestCounter
 from gateway.precompute import Precomputer
@@ -67,6 +68,7 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
             if state.rag_objects is not None:
                 state.rag_objects.close()
             if state.library is not None:
+                LIBRARY_PROGRESS.store = None
                 state.library.close()
             if state.engine is not None:
                 state.engine.shutdown()
@@ -147,6 +149,8 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
         engine = await asyncio.to_thread(Engine, options)
         state.chunk_cache = ChunkCache(engine, chunk_prefix(tokenizer, settings.chunk_prefix))
         state.library = await _open_library(settings, tokenizer)
+        if state.library is not None:
+            LIBRARY_PROGRESS.store = state.library.store
         if state.library is not None:
             state.rag_objects = await asyncio.to_thread(RagObjects, state.library.store.path)
         if state.library is not None and engine.blending:

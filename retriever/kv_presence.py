@@ -61,3 +61,15 @@ def refresh_status(connection: sqlite3.Connection, document_ids: Sequence[str]) 
         ).fetchall()
         promoted += [row[0] for row in rows]
     return promoted
+
+
+def progress(connection: sqlite3.Connection) -> tuple[dict[str, int], int]:
+    """Documents per status, and chunks of indexed documents still waiting for precompute."""
+    by_status = dict(
+        connection.execute("SELECT status, count(*) FROM documents GROUP BY status").fetchall()
+    )
+    waiting = connection.execute(
+        "SELECT count(*) FROM chunks WHERE kv_cached = 0 "
+        "AND document_id IN (SELECT id FROM documents WHERE status = 'indexed')"
+    ).fetchone()[0]
+    return by_status, waiting

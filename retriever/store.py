@@ -144,6 +144,11 @@ class DocumentStore:
                 kv_presence.refresh_status(connection, [row[0]])
         return row is not None
 
+    def progress(self) -> tuple[dict[str, int], int]:
+        """Documents per status, and chunks still waiting for their KV to be precomputed."""
+        with self._lock:
+            return kv_presence.progress(self._connection)
+
     def apply_kv_presence(self, present: Iterable[str], evicted: Iterable[str]) -> list[str]:
         """Chunks the engine reports stored (``present``) or evicted, by chunk-store key; updates
         their documents' status and returns the documents that turned ``cached``."""

@@ -26,6 +26,10 @@ REQUIRED_METRICS = {
     "ragblend_blend_chunks_total",
     "ragblend_blend_tokens_total",
     "ragblend_precomputed_chunks_total",
+    "ragblend_chunk_store_bytes",
+    "ragblend_chunk_store_evictions_total",
+    "ragblend_documents",
+    "ragblend_precompute_pending_chunks",
 }
 
 

@@ -1,10 +1,16 @@
-"""The chunk store's statistics reach /metrics per tier, sizes as gauges, events as counters."""
+"""The chunk store's statistics and the library's ingest progress reach /metrics."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prometheus_client import CollectorRegistry, generate_latest
 
+from gateway.library_metrics import LibraryProgressCollector
 from gateway.store_metrics import ChunkStoreCollector, split_stat
+from retriever.chunking import Chunk
+from retriever.records import DocumentDraft
+from retriever.store import DocumentStore
 
 
 def test_stat_names_split_into_tier_and_stat() -> None:
@@ -26,3 +32,21 @@ def test_the_latest_snapshot_is_exported_per_tier() -> None:
     assert 'ragblend_chunk_store_evictions_total{tier="disk"} 3.0' in text
     assert 'ragblend_chunk_store_misses_total{tier="store"} 1.0' in text
     assert "# TYPE ragblend_chunk_store_bytes gauge" in text
+
+
+def test_library_progress_counts_documents_by_status_and_the_precompute_backlog(
+    tmp_path: Path,
+) -> None:
+    store = DocumentStore(tmp_path / "documents.sqlite3")
+    chunks = [Chunk("x", [1, 2], 0, 1), Chunk("y", [3], 3, 4)]
+    store.add_documents([DocumentDraft("a", "hash-a", {}, 4, chunks)])
+    store.set_status("a", "indexed")
+    collector, registry = LibraryProgressCollector(), CollectorRegistry()
+    registry.register(collector)
+    assert "ragblend_documents" not in generate_latest(registry).decode()
+    collector.store = store
+    text = generate_latest(registry).decode()
+    assert 'ragblend_documents{status="indexed"} 1.0' in text
+    assert 'ragblend_documents{status="cached"} 0.0' in text
+    assert "ragblend_precompute_pending_chunks 2.0" in text
+    store.close()
