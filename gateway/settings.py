@@ -18,8 +18,8 @@ from engine.contract import (
     Metric,
     Mode,
     parse_check_layers,
+    shared_secret,
 )
-from engine.kvstore.secret import secret_from_hex
 
 
 class Settings(BaseSettings):
@@ -199,7 +199,7 @@ class Settings(BaseSettings):
     def _secret_is_hex(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value().strip():
             return None  # set but empty: unset
-        secret_from_hex(value.get_secret_value())
+        shared_secret(value.get_secret_value())
         return value
 
     @field_validator("api_keys", mode="before")

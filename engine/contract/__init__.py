@@ -15,7 +15,7 @@ from engine.contract.plan import (
     eviction_params,
     evictions_in,
 )
-from engine.contract.settings import BlendSettings
+from engine.contract.settings import BlendSettings, shared_secret
 from engine.contract.stats import BlendStats, stats_in, stats_params
 from engine.contract.types import (
     DEFAULT_CHECK_LAYERS,
@@ -60,6 +60,7 @@ __all__ = [
     "evictions_in",
     "parse_check_layer_pairs",
     "parse_check_layers",
+    "shared_secret",
     "stats_in",
     "stats_params",
 ]

@@ -14,6 +14,25 @@ from engine.contract.types import (
     parse_check_layer_pairs,
 )
 
+MIN_SECRET_BYTES = 16
+MAX_SECRET_BYTES = 64  # blake2b's largest key
+"""Bounds of the secret that signs chunk KV (a blake2b key)."""
+
+
+def shared_secret(text: str) -> bytes:
+    """A secret given as hex (``RAGBLEND_CHUNK_CACHE_SECRET``), shared by servers that share a
+    Redis tier. Raises ValueError unless it is 32 to 128 hex characters."""
+    try:
+        secret = bytes.fromhex(text.strip())
+    except ValueError:
+        raise ValueError("the chunk-KV secret must be hex characters") from None
+    if not MIN_SECRET_BYTES <= len(secret) <= MAX_SECRET_BYTES:
+        raise ValueError(
+            f"a chunk-KV secret has {MIN_SECRET_BYTES} to {MAX_SECRET_BYTES} bytes, "
+            f"got {len(secret)}"
+        )
+    return secret
+
 
 @dataclass(frozen=True)
 class BlendSettings:

@@ -13,8 +13,8 @@ import hashlib
 import hmac
 import struct
 
-MIN_SECRET_BYTES = 16
-MAX_SECRET_BYTES = 64  # blake2b's largest key
+from engine.contract.settings import MAX_SECRET_BYTES, MIN_SECRET_BYTES
+
 KEY_ID_BYTES = 8
 DIGEST_BYTES = 16
 

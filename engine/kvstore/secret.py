@@ -25,8 +25,8 @@ import stat
 import uuid
 from pathlib import Path
 
+from engine.contract.settings import shared_secret
 from engine.kvstore.atomic import fsync_directory
-from engine.kvstore.mac import check_secret
 
 logger = logging.getLogger(__name__)
 
@@ -38,20 +38,9 @@ class SecretFileError(RuntimeError):
     """The secret file exists but cannot be used; the message says why and how to recover."""
 
 
-def secret_from_hex(text: str) -> bytes:
-    """A secret given as hex (`RAGBLEND_CHUNK_CACHE_SECRET`), shared by servers that share a
-    Redis tier. Raises ValueError unless it is 32 to 128 hex characters."""
-    try:
-        secret = bytes.fromhex(text.strip())
-    except ValueError:
-        raise ValueError("the chunk-KV secret must be hex characters") from None
-    check_secret(secret)
-    return secret
-
-
 def chunk_kv_secret(path: str | os.PathLike[str], shared_hex: str = "") -> bytes:
     """The secret that signs chunk KV: `shared_hex` when set, else the data dir's secret file."""
-    return secret_from_hex(shared_hex) if shared_hex else load_or_create_secret(path)
+    return shared_secret(shared_hex) if shared_hex else load_or_create_secret(path)
 
 
 def load_or_create_secret(path: str | os.PathLike[str]) -> bytes:
