@@ -1,13 +1,17 @@
-"""TTFT of full prefill, vLLM prefix caching, reuse and blend, side by side in one engine.
+"""TTFT of full prefill, vLLM prefix caching, reuse and blend, per chunk-store tier, in one run.
 
     python -m load_tests.bench_blend [--model qwen2.5-coder-0.5b-instruct] [--requests 5]
+        [--phases memory,disk,redis,disk-int8,redis-int8]
 
-Each phase starts one engine in a subprocess: ``memory`` (chunk KV served from the memory tier)
-runs every mode; ``disk`` (a memory tier too small to hold a chunk) runs full and blend at 0.15.
-Every prompt is the fixed prefix, the same chunks in a new order, and a question; all chunks are
+Each phase (`load_tests.bench_tiers.PHASES`) starts one engine in a subprocess: ``memory``
+(chunk KV served from the memory tier) runs every mode; ``disk`` and ``redis`` (a memory tier too
+small to hold a chunk, so every chunk is streamed from that tier; ``redis`` starts its own
+redis-server) run full, reuse and blend at 0.15, raw or (``-int8``) in the int8 format. Every
+prompt is the fixed prefix, the same chunks in a new order, and a question; all chunks are
 stored before timing. ``full`` uses a fresh cache salt per request (no reuse at all); ``prefix``
 is a plain request with vLLM's prefix cache; blend modes use fresh salts too, so only chunk
-caches help them. Writes a JSON file and a PNG plot; prints a table of medians and ratios.
+caches help them. Writes a JSON file (with the slow tiers' measured bytes per token and store
+counters) and a PNG plot; prints a table of medians, speed-ups and ratios to the memory tier.
 """
 
 from __future__ import annotations
@@ -15,14 +19,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import secrets
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from load_tests.bench_tiers import PHASES, TierPhase, measure_disk, measure_redis
 from load_tests.report import output_path
 
 MODES: dict[str, tuple[str, float]] = {
@@ -35,26 +42,48 @@ MODES: dict[str, tuple[str, float]] = {
     "blend@0.2": ("blend", 0.2),
     "blend@0.3": ("blend", 0.3),
 }
-PHASE_MODES = {"memory": list(MODES), "disk": ["full", "blend@0.15"]}
-MEMORY_TIER_BYTES = {"memory": 4 << 30, "disk": 1 << 20}
 
 
-async def time_to_first_token(engine: Any, prompt: Any, mode: str, salt: str | None) -> float:
-    """Seconds until ``engine`` streams the first token of ``prompt`` in ``mode``."""
+async def time_to_first_token(
+    engine: Any, prompt: Any, mode: str, salt: str | None
+) -> tuple[float, dict[str, int]]:
+    """Seconds until ``engine`` streams the first token of ``prompt`` in ``mode``, and the chunk
+    store's counters the worker reported with it (empty when nothing was blended)."""
     from vllm import SamplingParams
 
-    from engine.contract import BlendPlan
+    from engine.contract import BlendPlan, stats_in
 
     blend_mode, ratio = MODES[mode]
     extra = BlendPlan(blend_mode, ratio, prompt.spans).extra_args()
     params = SamplingParams(max_tokens=1, temperature=0, extra_args=extra)
     started = time.perf_counter()
-    async for _ in engine.generate(salt or "bench", prompt.token_ids, params, salt):
-        break
-    return time.perf_counter() - started
+    async for output in engine.generate(salt or "bench", prompt.token_ids, params, salt):
+        elapsed = time.perf_counter() - started
+        stats = stats_in(output.kv_transfer_params) if output.finished else None
+        return elapsed, {} if stats is None else stats.store
+    raise RuntimeError("the engine streamed no token")
 
 
-async def _phase(args: argparse.Namespace, phase: str, workdir: Path) -> dict[str, list[float]]:
+async def _phase(args: argparse.Namespace, name: str, workdir: Path) -> dict[str, Any]:
+    from load_tests.redis_launcher import running_redis
+
+    phase = PHASES[name]
+    secret_hex = secrets.token_hex(32)
+    with ExitStack() as stack:
+        redis_url = (
+            stack.enter_context(running_redis(workdir / "redis")) if phase.needs_redis else ""
+        )
+        return await _timed_phase(args, name, phase, workdir, redis_url, secret_hex)
+
+
+async def _timed_phase(
+    args: argparse.Namespace,
+    name: str,
+    phase: TierPhase,
+    workdir: Path,
+    redis_url: str,
+    secret_hex: str,
+) -> dict[str, Any]:
     from load_tests.bench_prompts import QUESTION, chunk_token_ids, shuffled_prompts
     from load_tests.engine_setup import start_engine
 
@@ -63,27 +92,44 @@ async def _phase(args: argparse.Namespace, phase: str, workdir: Path) -> dict[st
         Path(args.models_dir),
         workdir,
         max_model_len=args.chunks * args.chunk_tokens + 512,
-        memory_bytes=MEMORY_TIER_BYTES[phase],
+        memory_bytes=phase.memory_bytes,
+        shared_secret_hex=secret_hex,
+        **phase.blend_overrides(redis_url),
     )
     engine, tokenizer, prefix = started.engine, started.tokenizer, started.prefix
     chunks = chunk_token_ids(tokenizer, args.chunks, args.chunk_tokens)
     question = tokenizer.encode(QUESTION, add_special_tokens=False)
     warm = shuffled_prompts(prefix, chunks, question, 1, seed=99)[0]
     await time_to_first_token(engine, warm, "blend@0.15", "warm")
-    await asyncio.to_thread(time.sleep, 2)  # let the disk tier finish writing
-    timings: dict[str, list[float]] = {mode: [] for mode in PHASE_MODES[phase]}
+    await asyncio.to_thread(time.sleep, 2)  # let the slow tiers finish writing
+    stored = _stored_entries(phase, workdir, redis_url, bytes.fromhex(secret_hex))
+    timings: dict[str, list[float]] = {mode: [] for mode in phase.modes}
+    store: dict[str, int] = {}
     for index, prompt in enumerate(shuffled_prompts(prefix, chunks, question, args.requests, 1)):
         for mode in timings:
-            salt = None if mode == "prefix" else f"{phase}-{mode}-{index}"
-            timings[mode].append(await time_to_first_token(engine, prompt, mode, salt))
-            print(f"  {phase} {index} {mode}: {timings[mode][-1]:.3f}s", file=sys.stderr)
+            salt = None if mode == "prefix" else f"{name}-{mode}-{index}"
+            seconds, counters = await time_to_first_token(engine, prompt, mode, salt)
+            timings[mode].append(seconds)
+            store = counters or store
+            print(f"  {name} {index} {mode}: {seconds:.3f}s", file=sys.stderr)
     engine.shutdown()
-    return timings
+    return {"timings": timings, "stored": stored, "store": store}
 
 
-def _run_phase_in_subprocess(args: argparse.Namespace, phase: str) -> dict[str, list[float]]:
+def _stored_entries(
+    phase: TierPhase, workdir: Path, redis_url: str, secret: bytes
+) -> dict[str, Any] | None:
+    """Bytes per token of the tier the phase serves from (None for the memory tier)."""
+    if phase.serves_from == "disk":
+        return measure_disk(workdir / "store", secret).to_dict()
+    if phase.serves_from == "redis":
+        return measure_redis(redis_url, secret).to_dict()
+    return None
+
+
+def _run_phase_in_subprocess(args: argparse.Namespace, phase: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"bench-{phase}-") as workdir:
-        output = Path(workdir) / "timings.json"
+        output = Path(workdir) / "phase.json"
         command = [sys.executable, "-m", "load_tests.bench_blend", "--phase", phase]
         command += ["--phase-output", str(output), *sys.argv[1:]]
         subprocess.run(command, check=True)
@@ -107,12 +153,25 @@ def mode_summary(timings: dict[str, list[float]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _summary(results: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
-    return [
+def phase_rows(results: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
+    """Every phase's `mode_summary`, each row with its phase and its ratio to the memory tier."""
+    from load_tests.bench_tiers import with_memory_ratios
+
+    rows = [
         {"phase": phase, **row}
         for phase, timings in results.items()
         for row in mode_summary(timings)
     ]
+    return with_memory_ratios(rows)
+
+
+def parse_phases(text: str) -> list[str]:
+    """``memory,redis`` -> the phases in the given order; unknown names are an error."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(PHASES))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"phases are some of {', '.join(PHASES)}; got {text!r}")
+    return names
 
 
 def main() -> int:
@@ -122,24 +181,35 @@ def main() -> int:
     parser.add_argument("--chunks", type=int, default=6)
     parser.add_argument("--chunk-tokens", type=int, default=512)
     parser.add_argument("--requests", type=int, default=5)
+    parser.add_argument("--phases", type=parse_phases, default=list(PHASES))
     parser.add_argument("--out", default="docs/bench/blend_ttft")
-    parser.add_argument("--phase", choices=list(PHASE_MODES), help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--phase-output", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
         with tempfile.TemporaryDirectory(prefix="bench-engine-") as workdir:
-            timings = asyncio.run(_phase(args, args.phase, Path(workdir)))
-        Path(args.phase_output).write_text(json.dumps(timings))
+            result = asyncio.run(_phase(args, args.phase, Path(workdir)))
+        Path(args.phase_output).write_text(json.dumps(result))
         return 0
-    results = {phase: _run_phase_in_subprocess(args, phase) for phase in PHASE_MODES}
-    rows = _summary(results)
+    results = {phase: _run_phase_in_subprocess(args, phase) for phase in args.phases}
+    rows = phase_rows({phase: result["timings"] for phase, result in results.items()})
     from load_tests.bench_plot import plot_ttft, print_table
 
     print_table(rows)
+    stored = {phase: result["stored"] for phase, result in results.items() if result["stored"]}
+    for phase, entries in stored.items():
+        print(f"{phase}: {entries['entries']} entries, {entries['bytes_per_token']} bytes/token")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    settings = {k: v for k, v in vars(args).items() if not k.startswith("phase")}
-    output_path(out, ".json").write_text(json.dumps({"settings": settings, "rows": rows}, indent=2))
+    hidden = {"phase", "phase_output"}
+    settings = {key: value for key, value in vars(args).items() if key not in hidden}
+    document = {
+        "settings": settings,
+        "rows": rows,
+        "stored": stored,
+        "store": {phase: result["store"] for phase, result in results.items()},
+    }
+    output_path(out, ".json").write_text(json.dumps(document, indent=2))
     plot_ttft(
         rows, output_path(out, ".png"), title=f"{args.model}, {args.chunks}x{args.chunk_tokens}"
     )

@@ -9,11 +9,15 @@ _COLOURS = {"blend": "#3a7", "reuse": "#d83"}
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    print(f"{'phase':8} {'mode':12} {'median TTFT (s)':>16} {'speed-up vs full':>17}")
+    """Medians, speed-ups over full and, where a row has one, the ratio to the memory tier."""
+    header = f"{'median TTFT (s)':>16} {'speed-up vs full':>17} {'vs memory':>10}"
+    print(f"{'phase':10} {'mode':12} {header}")
     for row in rows:
+        ratio = row.get("vs_memory")
+        versus = "" if ratio is None else f"{ratio:.2f}x"
         print(
-            f"{row['phase']:8} {row['mode']:12} {row['median_ttft_s']:>16.3f} "
-            f"{row['speedup_vs_full']:>16.2f}x"
+            f"{row['phase']:10} {row['mode']:12} {row['median_ttft_s']:>16.3f} "
+            f"{row['speedup_vs_full']:>16.2f}x {versus:>10}"
         )
 
 
