@@ -1,0 +1,239 @@
+"""What the int8 slow-tier format costs in answer quality: a raw and an int8 server, item by item.
+
+    python -m load_tests.eval.format_gap --raw-url http://127.0.0.1:8101 \
+        --int8-url http://127.0.0.1:8102 --items 200 --out docs/bench/format_gap_int8
+
+The two servers serve the same model and differ only in ``RAGBLEND_CHUNK_CACHE_FORMAT``; both
+have a memory tier too small to hold a chunk (``RAGBLEND_CHUNK_CACHE_MEMORY_GIB=0.0001``), so
+every hit is read back from the disk tier in that server's format. Each held-out item (the
+selection of ``server_gap``) has its chunks stored on both servers, then is answered in blend
+(the server's default ratio) and reuse (nothing recomputed: the stored KV alone) on each.
+Reported per mode: each format's F1, the paired F1 difference int8 - raw with its 95% interval,
+and the share of items whose answers are the same. Chunks are stored one item ahead (item i+1's
+before item i is asked), so item i's disk writes have finished and its hits come from the disk
+tier, not from the write queue; the servers' chunk-store counters are recorded to show it.
+With ``--data-dirs`` the stored entries' bytes per token are measured too. The run stops
+after ``--budget-minutes`` (or at a failed request) and reports the items it finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from tqdm import tqdm
+
+from gateway.client_commands import connect, served_model
+from load_tests.eval.fetch import DEFAULT_CACHE
+from load_tests.eval.metrics import agreement, f1, mean_ci95, paired_diff_ci95
+from load_tests.eval.prompts import MultiChunkItem
+from load_tests.eval.server_gap import (
+    EvalDataMissing,
+    Interval,
+    Reply,
+    complete,
+    completion_body,
+    held_out_items,
+    warmup_body,
+)
+
+FORMATS = ("raw", "int8")
+COMPARED_MODES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("blend@default", {"mode": "blend"}),
+    ("reuse", {"mode": "reuse"}),
+)
+STORE_STATS = ("hits", "misses", "pending_hits", "recomputed_instead")
+Replies = dict[str, dict[str, list[Reply]]]
+"""format -> mode -> one reply per finished item, in item order."""
+
+
+@dataclass(frozen=True)
+class FormatRow:
+    mode: str
+    items: int
+    raw_f1: Interval
+    int8_f1: Interval
+    int8_minus_raw: Interval
+    """Paired mean of (int8's F1 - raw's F1) over the items."""
+    agreement: float
+    """Share of items whose normalized answers are identical in both formats."""
+    reused: dict[str, float]
+    """Per format: share of prompt tokens whose KV came from the chunk store."""
+
+
+def evaluate_pair(
+    clients: dict[str, httpx.Client],
+    model: str,
+    items: list[MultiChunkItem],
+    out_of_time: Callable[[], bool],
+) -> Replies:
+    """Every item on every server, its chunks stored one item ahead; stops early when
+    `out_of_time()` says so before an item, or when a request fails."""
+    replies: Replies = {name: {mode: [] for mode, _ in COMPARED_MODES} for name in clients}
+    try:
+        for client in clients.values():
+            complete(client, warmup_body(model, items[0]))
+        for index, item in enumerate(tqdm(items, unit="item", desc="format gap")):
+            if out_of_time():
+                print(f"\nbudget spent after {index} items", file=sys.stderr)
+                break
+            answers = {}
+            for name, client in clients.items():
+                if index + 1 < len(items):
+                    complete(client, warmup_body(model, items[index + 1]))
+                answers[name] = {
+                    mode: complete(
+                        client, completion_body(model, item.documents, item.question, blend)
+                    )
+                    for mode, blend in COMPARED_MODES
+                }
+            for name, by_mode in answers.items():  # only whole items count
+                for mode, reply in by_mode.items():
+                    replies[name][mode].append(reply)
+    except httpx.HTTPError as error:
+        print(f"\nstopping at a failed request: {error!r}", file=sys.stderr)
+    return replies
+
+
+def summarize(replies: Replies, golds: list[list[str]]) -> list[FormatRow]:
+    """Per mode: both formats' F1, the paired int8 - raw difference, and their agreement."""
+    rows = []
+    for mode, _ in COMPARED_MODES:
+        raw, int8 = replies["raw"][mode], replies["int8"][mode]
+        count = len(raw)
+        raw_f1 = [f1(reply.answer, gold) for reply, gold in zip(raw, golds[:count], strict=True)]
+        int8_f1 = [f1(reply.answer, gold) for reply, gold in zip(int8, golds[:count], strict=True)]
+        rows.append(
+            FormatRow(
+                mode=mode,
+                items=count,
+                raw_f1=mean_ci95(raw_f1),
+                int8_f1=mean_ci95(int8_f1),
+                int8_minus_raw=paired_diff_ci95(int8_f1, raw_f1),
+                agreement=agreement([r.answer for r in int8], [r.answer for r in raw]),
+                reused={name: _reused_share(replies[name][mode]) for name in FORMATS},
+            )
+        )
+    return rows
+
+
+def _reused_share(replies: list[Reply]) -> float:
+    prompt_tokens = sum(reply.prompt_tokens for reply in replies)
+    return round(sum(reply.reused_tokens for reply in replies) / max(1, prompt_tokens), 4)
+
+
+def store_counters(client: httpx.Client) -> dict[str, float]:
+    """The server's chunk-store counters from /metrics, as ``<tier>_<stat>``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    reply = client.get("/metrics")
+    reply.raise_for_status()
+    counters = {}
+    for family in text_string_to_metric_families(reply.text):
+        stat = family.name.removeprefix("ragblend_chunk_store_")
+        if stat in STORE_STATS and family.name != stat:
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    counters[f"{sample.labels['tier']}_{stat}"] = sample.value
+    return counters
+
+
+def stored_entries(data_dir: Path) -> dict[str, Any]:
+    """Bytes per token of the entries in a server's disk tier, read back and verified."""
+    from engine.kvstore.secret import load_or_create_secret
+    from load_tests.bench_tiers import measure_disk
+
+    chunk_kv = data_dir / "chunk_kv"
+    return measure_disk(chunk_kv / "store", load_or_create_secret(chunk_kv / "secret")).to_dict()
+
+
+def answers_by_item(replies: Replies, items: list[MultiChunkItem]) -> list[dict[str, Any]]:
+    """Per finished item: its question, gold answers, and each format's answer per mode."""
+    finished = len(replies["raw"][COMPARED_MODES[0][0]])
+    return [
+        {
+            "id": item.id,
+            "question": item.question,
+            "gold": item.answers,
+            **{
+                f"{name}/{mode}": replies[name][mode][index].answer
+                for name in FORMATS
+                for mode, _ in COMPARED_MODES
+            },
+        }
+        for index, item in enumerate(items[:finished])
+    ]
+
+
+def print_rows(rows: list[FormatRow]) -> None:
+    scores = f"{'raw F1':>7} {'int8 F1':>7} {'int8-raw [95% CI]':>26} {'agree':>6}"
+    print(f"{'mode':14} {'items':>5} {scores}")
+    for row in rows:
+        mean, low, high = row.int8_minus_raw
+        delta = f"{mean:+.4f} [{low:+.4f}, {high:+.4f}]"
+        print(
+            f"{row.mode:14} {row.items:>5} {row.raw_f1[0]:>7.3f} {row.int8_f1[0]:>7.3f} "
+            f"{delta:>26} {row.agreement:>6.1%}"
+        )
+
+
+def run(argv: list[str] | None = None) -> int:
+    """The command line; exit status 1 when the evaluation data is missing."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--raw-url", required=True, help="server with CHUNK_CACHE_FORMAT=raw")
+    parser.add_argument("--int8-url", required=True, help="server with CHUNK_CACHE_FORMAT=int8")
+    parser.add_argument("--api-key", help="bearer key, if the servers require one")
+    parser.add_argument("--items", type=int, default=200, help="held-out items to evaluate")
+    parser.add_argument("--budget-minutes", type=float, default=None, help="stop after this")
+    parser.add_argument("--data", default=str(DEFAULT_CACHE), help="BIG-bench cache (fetch.py)")
+    parser.add_argument("--data-dirs", nargs=2, metavar=("RAW", "INT8"), help="servers' data")
+    parser.add_argument("--out", help="write <out>.json with the rows and every answer")
+    args = parser.parse_args(argv)
+    try:
+        items = held_out_items(Path(args.data), args.items)
+    except EvalDataMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    deadline = time.monotonic() + 60 * (args.budget_minutes or float("inf"))
+    urls = {"raw": args.raw_url, "int8": args.int8_url}
+    clients = {name: connect(url, args.api_key) for name, url in urls.items()}
+    try:
+        model = served_model(clients["raw"])
+        replies = evaluate_pair(clients, model, items, lambda: time.monotonic() > deadline)
+        counters = {name: store_counters(client) for name, client in clients.items()}
+    finally:
+        for client in clients.values():
+            client.close()
+    rows = summarize(replies, [item.answers for item in items])
+    print(f"\nint8 vs raw slow-tier chunk KV, {model}: held-out knowledge-conflict QA items")
+    print_rows(rows)
+    stored = {}
+    if args.data_dirs:
+        stored = {
+            name: stored_entries(Path(d)) for name, d in zip(FORMATS, args.data_dirs, strict=True)
+        }
+        print({name: entries["bytes_per_token"] for name, entries in stored.items()})
+    if args.out:
+        settings = {key: value for key, value in vars(args).items() if key != "api_key"}
+        document = {
+            "settings": {**settings, "model": model},
+            "rows": [asdict(row) for row in rows],
+            "store": counters,
+            "stored": stored,
+            "items": answers_by_item(replies, items),
+        }
+        path = Path(f"{args.out}.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
