@@ -51,7 +51,6 @@ class BlendWorker:
         )
         self.decoder: VllmDecoder | None = None
         self.fingerprint = ""
-        self.fallbacks = 0
         self._compute_rate = ComputeRate()
         self._kv_caches: dict[str, Tensor] = {}
         self._outbox = StatsOutbox(settings.stats_channel)
@@ -92,7 +91,6 @@ class BlendWorker:
                 unreadable.add(exc.key)
             except Exception:
                 log.exception("blending request %s failed; computing it exactly", job.request_id)
-                self.fallbacks += 1
                 return self._run_exact(job)
 
     def _run(self, job: BlendJob, unreadable: set[ChunkKey]) -> BlendStats:
