@@ -12,8 +12,9 @@ Reported per mode: each format's F1, the paired F1 difference int8 - raw with it
 and the share of items whose answers are the same. Chunks are stored one item ahead (item i+1's
 before item i is asked), so item i's disk writes have finished and its hits come from the disk
 tier, not from the write queue; the servers' chunk-store counters are recorded to show it.
-With ``--data-dirs`` the stored entries' bytes per token are measured too. The run stops
-after ``--budget-minutes`` (or at a failed request) and reports the items it finished.
+With ``--data-dirs`` the stored entries' bytes per token are measured too. Every finished item
+is appended to ``<out>.items.jsonl`` at once; the run stops after ``--budget-minutes`` (or at a
+failed request), reports the items finished, and the same command run again resumes after them.
 """
 
 from __future__ import annotations
@@ -68,38 +69,63 @@ class FormatRow:
     """Per format: share of prompt tokens whose KV came from the chunk store."""
 
 
+def read_records(path: Path, items: list[MultiChunkItem]) -> list[dict[str, Any]]:
+    """The items already answered in `path` (one JSON object a line), checked against `items`."""
+    if not path.exists():
+        return []
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    expected = [item.id for item in items[: len(records)]]
+    if [record["id"] for record in records] != expected:
+        raise ValueError(f"{path} holds other items than this selection; use another --out")
+    return records
+
+
 def evaluate_pair(
     clients: dict[str, httpx.Client],
     model: str,
     items: list[MultiChunkItem],
+    record: Path,
     out_of_time: Callable[[], bool],
-) -> Replies:
-    """Every item on every server, its chunks stored one item ahead; stops early when
+) -> None:
+    """Every item on every server, its chunks stored one item ahead, each finished item appended
+    to `record` at once; items already there are skipped (a rerun resumes). Stops early when
     `out_of_time()` says so before an item, or when a request fails."""
-    replies: Replies = {name: {mode: [] for mode, _ in COMPARED_MODES} for name in clients}
+    first = len(read_records(record, items))
+    if first == len(items):
+        return
     try:
         for client in clients.values():
-            complete(client, warmup_body(model, items[0]))
-        for index, item in enumerate(tqdm(items, unit="item", desc="format gap")):
+            complete(client, warmup_body(model, items[first]))
+        for index in tqdm(range(first, len(items)), unit="item", desc="format gap"):
             if out_of_time():
-                print(f"\nbudget spent after {index} items", file=sys.stderr)
-                break
-            answers = {}
+                print(f"\nbudget spent after item {index}", file=sys.stderr)
+                return
+            item, answers = items[index], {}
+            documents, question = item.documents, item.question
             for name, client in clients.items():
                 if index + 1 < len(items):
                     complete(client, warmup_body(model, items[index + 1]))
                 answers[name] = {
-                    mode: complete(
-                        client, completion_body(model, item.documents, item.question, blend)
+                    mode: asdict(
+                        complete(client, completion_body(model, documents, question, blend))
                     )
                     for mode, blend in COMPARED_MODES
                 }
-            for name, by_mode in answers.items():  # only whole items count
-                for mode, reply in by_mode.items():
-                    replies[name][mode].append(reply)
+            line = {"id": item.id, "question": item.question, "gold": item.answers, **answers}
+            with record.open("a") as out:
+                out.write(json.dumps(line) + "\n")
     except httpx.HTTPError as error:
         print(f"\nstopping at a failed request: {error!r}", file=sys.stderr)
-    return replies
+
+
+def replies_in(records: list[dict[str, Any]]) -> Replies:
+    """The recorded answers, per format and mode, in item order."""
+    return {
+        name: {
+            mode: [Reply(**record[name][mode]) for record in records] for mode, _ in COMPARED_MODES
+        }
+        for name in FORMATS
+    }
 
 
 def summarize(replies: Replies, golds: list[list[str]]) -> list[FormatRow]:
@@ -154,24 +180,6 @@ def stored_entries(data_dir: Path) -> dict[str, Any]:
     return measure_disk(chunk_kv / "store", load_or_create_secret(chunk_kv / "secret")).to_dict()
 
 
-def answers_by_item(replies: Replies, items: list[MultiChunkItem]) -> list[dict[str, Any]]:
-    """Per finished item: its question, gold answers, and each format's answer per mode."""
-    finished = len(replies["raw"][COMPARED_MODES[0][0]])
-    return [
-        {
-            "id": item.id,
-            "question": item.question,
-            "gold": item.answers,
-            **{
-                f"{name}/{mode}": replies[name][mode][index].answer
-                for name in FORMATS
-                for mode, _ in COMPARED_MODES
-            },
-        }
-        for index, item in enumerate(items[:finished])
-    ]
-
-
 def print_rows(rows: list[FormatRow]) -> None:
     scores = f"{'raw F1':>7} {'int8 F1':>7} {'int8-raw [95% CI]':>26} {'agree':>6}"
     print(f"{'mode':14} {'items':>5} {scores}")
@@ -184,6 +192,14 @@ def print_rows(rows: list[FormatRow]) -> None:
         )
 
 
+def _counters_or_nothing(client: httpx.Client) -> dict[str, float]:
+    try:
+        return store_counters(client)
+    except httpx.HTTPError as error:
+        print(f"no chunk-store counters from {client.base_url}: {error!r}", file=sys.stderr)
+        return {}
+
+
 def run(argv: list[str] | None = None) -> int:
     """The command line; exit status 1 when the evaluation data is missing."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -194,44 +210,47 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-minutes", type=float, default=None, help="stop after this")
     parser.add_argument("--data", default=str(DEFAULT_CACHE), help="BIG-bench cache (fetch.py)")
     parser.add_argument("--data-dirs", nargs=2, metavar=("RAW", "INT8"), help="servers' data")
-    parser.add_argument("--out", help="write <out>.json with the rows and every answer")
+    parser.add_argument(
+        "--out",
+        default="docs/bench/format_gap_int8",
+        help="<out>.items.jsonl: every answer, appended per item (a rerun resumes); "
+        "<out>.json: the comparison",
+    )
     args = parser.parse_args(argv)
     try:
         items = held_out_items(Path(args.data), args.items)
     except EvalDataMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    record = Path(f"{args.out}.items.jsonl")
+    record.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + 60 * (args.budget_minutes or float("inf"))
     urls = {"raw": args.raw_url, "int8": args.int8_url}
     clients = {name: connect(url, args.api_key) for name, url in urls.items()}
     try:
         model = served_model(clients["raw"])
-        replies = evaluate_pair(clients, model, items, lambda: time.monotonic() > deadline)
-        counters = {name: store_counters(client) for name, client in clients.items()}
+        evaluate_pair(clients, model, items, record, lambda: time.monotonic() > deadline)
+        counters = {name: _counters_or_nothing(client) for name, client in clients.items()}
     finally:
         for client in clients.values():
             client.close()
-    rows = summarize(replies, [item.answers for item in items])
+    records = read_records(record, items)
+    rows = summarize(replies_in(records), [record["gold"] for record in records])
     print(f"\nint8 vs raw slow-tier chunk KV, {model}: held-out knowledge-conflict QA items")
     print_rows(rows)
     stored = {}
     if args.data_dirs:
-        stored = {
-            name: stored_entries(Path(d)) for name, d in zip(FORMATS, args.data_dirs, strict=True)
-        }
+        dirs = zip(FORMATS, args.data_dirs, strict=True)
+        stored = {name: stored_entries(Path(data_dir)) for name, data_dir in dirs}
         print({name: entries["bytes_per_token"] for name, entries in stored.items()})
-    if args.out:
-        settings = {key: value for key, value in vars(args).items() if key != "api_key"}
-        document = {
-            "settings": {**settings, "model": model},
-            "rows": [asdict(row) for row in rows],
-            "store": counters,
-            "stored": stored,
-            "items": answers_by_item(replies, items),
-        }
-        path = Path(f"{args.out}.json")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(document, indent=2) + "\n")
+    settings = {key: value for key, value in vars(args).items() if key != "api_key"}
+    document = {
+        "settings": {**settings, "model": model},
+        "rows": [asdict(row) for row in rows],
+        "store": counters,
+        "stored": stored,
+    }
+    Path(f"{args.out}.json").write_text(json.dumps(document, indent=2) + "\n")
     return 0
 
 

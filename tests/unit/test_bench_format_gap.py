@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+from pathlib import Path
+
 import pytest
 
-from load_tests.eval.format_gap import answers_by_item, summarize
+from load_tests.eval.format_gap import read_records, replies_in, summarize
 from load_tests.eval.prompts import MultiChunkItem
 from load_tests.eval.server_gap import Reply
 
@@ -34,18 +38,24 @@ def test_int8_answers_are_compared_item_by_item_with_raw_ones() -> None:
     assert reuse.int8_minus_raw[:3] == (0.0, 0.0, 0.0)
 
 
-def test_items_cut_short_by_the_budget_are_scored_on_those_finished() -> None:
-    table = {
-        "raw": {"blend@default": replies(["Paris"]), "reuse": replies(["Rome"])},
-        "int8": {"blend@default": replies(["Paris"]), "reuse": replies(["Paris"])},
-    }
-    blend, reuse = summarize(table, GOLDS)
-    assert (blend.items, blend.agreement, reuse.agreement) == (1, 1.0, 0.0)
+def test_recorded_items_are_scored_again_and_a_rerun_resumes_after_them(tmp_path: Path) -> None:
     items = [
         MultiChunkItem(str(n), f"question {n}?", ["doc"], 0, gold, [], [])
         for n, gold in enumerate(GOLDS)
     ]
-    recorded = answers_by_item(table, items)
-    assert len(recorded) == 1
-    assert recorded[0]["gold"] == ["Paris"]
-    assert recorded[0]["raw/reuse"] == "Rome" and recorded[0]["int8/reuse"] == "Paris"
+    record = tmp_path / "gap.items.jsonl"
+    lines = [
+        {"id": "0", "raw": {"blend@default": "Paris", "reuse": "Rome"}},
+        {"id": "1", "raw": {"blend@default": "whale", "reuse": "whale"}},
+    ]
+    with record.open("w") as out:
+        for line in lines:
+            answers = {mode: asdict(Reply(text, 80, 100)) for mode, text in line["raw"].items()}
+            out.write(json.dumps({"id": line["id"], "raw": answers, "int8": answers}) + "\n")
+
+    records = read_records(record, items)
+    blend, reuse = summarize(replies_in(records), GOLDS[:2])
+    assert (blend.items, blend.agreement, reuse.agreement) == (2, 1.0, 1.0)
+    assert reuse.raw_f1[0] == pytest.approx((0 + 2 / 3) / 2)  # "whale" vs "Blue Whale"
+    with pytest.raises(ValueError, match="other items"):
+        read_records(record, items[1:])
