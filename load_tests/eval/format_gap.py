@@ -3,18 +3,15 @@
     python -m load_tests.eval.format_gap --raw-url http://127.0.0.1:8101 \
         --int8-url http://127.0.0.1:8102 --items 200 --out docs/bench/format_gap_int8
 
-The two servers serve the same model and differ only in ``RAGBLEND_CHUNK_CACHE_FORMAT``; both
-have a memory tier too small to hold a chunk (``RAGBLEND_CHUNK_CACHE_MEMORY_GIB=0.0001``), so
-every hit is read back from the disk tier in that server's format. Each held-out item (the
-selection of ``server_gap``) has its chunks stored on both servers, then is answered in blend
-(the server's default ratio) and reuse (nothing recomputed: the stored KV alone) on each.
-Reported per mode: each format's F1, the paired F1 difference int8 - raw with its 95% interval,
-and the share of items whose answers are the same. Chunks are stored one item ahead (item i+1's
-before item i is asked), so item i's disk writes have finished and its hits come from the disk
-tier, not from the write queue; the servers' chunk-store counters are recorded to show it.
-With ``--data-dirs`` the stored entries' bytes per token are measured too. Every finished item
-is appended to ``<out>.items.jsonl`` at once; the run stops after ``--budget-minutes`` (or at a
-failed request), reports the items finished, and the same command run again resumes after them.
+The servers differ only in ``RAGBLEND_CHUNK_CACHE_FORMAT``; with a memory tier too small for a
+chunk (``RAGBLEND_CHUNK_CACHE_MEMORY_GIB=0.0001``) every hit is read from disk in that format.
+Each held-out item (``server_gap``'s selection) is asked of both in blend (default ratio) and
+reuse (the stored KV alone): per mode, each format's F1, the paired int8 - raw F1 with its 95%
+interval, and the share answered the same. Item i+1's chunks are stored before item i is asked,
+so item i's hits come from disk, not the write queue (the chunk-store counters show it).
+``--data-dirs`` also measures the stored bytes per token. Each finished item is appended to
+``<out>.items.jsonl``; a run stops at ``--budget-minutes`` or a failed request, and the same
+command again resumes after the items done.
 """
 
 from __future__ import annotations
@@ -156,11 +153,15 @@ def _reused_share(replies: list[Reply]) -> float:
 
 
 def store_counters(client: httpx.Client) -> dict[str, float]:
-    """The server's chunk-store counters from /metrics, as ``<tier>_<stat>``."""
+    """The server's chunk-store counters from /metrics, as ``<tier>_<stat>``; none if it is gone."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    reply = client.get("/metrics")
-    reply.raise_for_status()
+    try:
+        reply = client.get("/metrics")
+        reply.raise_for_status()
+    except httpx.HTTPError as error:
+        print(f"no chunk-store counters from {client.base_url}: {error!r}", file=sys.stderr)
+        return {}
     counters = {}
     for family in text_string_to_metric_families(reply.text):
         stat = family.name.removeprefix("ragblend_chunk_store_")
@@ -190,14 +191,6 @@ def print_rows(rows: list[FormatRow]) -> None:
             f"{row.mode:14} {row.items:>5} {row.raw_f1[0]:>7.3f} {row.int8_f1[0]:>7.3f} "
             f"{delta:>26} {row.agreement:>6.1%}"
         )
-
-
-def _counters_or_nothing(client: httpx.Client) -> dict[str, float]:
-    try:
-        return store_counters(client)
-    except httpx.HTTPError as error:
-        print(f"no chunk-store counters from {client.base_url}: {error!r}", file=sys.stderr)
-        return {}
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -230,7 +223,7 @@ def run(argv: list[str] | None = None) -> int:
     try:
         model = served_model(clients["raw"])
         evaluate_pair(clients, model, items, record, lambda: time.monotonic() > deadline)
-        counters = {name: _counters_or_nothing(client) for name, client in clients.items()}
+        counters = {name: store_counters(client) for name, client in clients.items()}
     finally:
         for client in clients.values():
             client.close()
