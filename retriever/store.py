@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from retriever import kv_presence
 from retriever.chunking import Chunk
+from retriever.object_db import ObjectDatabase
 from retriever.records import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
@@ -32,7 +31,6 @@ from retriever.records import (
     encode_token_ids,
     metadata_json,
 )
-from retriever.store_schema import open_database
 
 
 class DocumentConflict(Exception):
@@ -44,12 +42,10 @@ class DocumentStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._connection = open_database(self.path)
-        self._lock = threading.RLock()
+        self._db = ObjectDatabase(self.path)
 
     def close(self) -> None:
-        with self._lock:
-            self._connection.close()
+        self._db.close()
 
     def add_document(
         self,
@@ -70,7 +66,7 @@ class DocumentStore:
         document with `created=False`. An explicit id taken by other content raises
         `DocumentConflict` and nothing is stored.
         """
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             return [self._insert(connection, draft) for draft in drafts]
 
     def find_by_hash(self, content_hash: str) -> DocumentRow | None:
@@ -81,8 +77,8 @@ class DocumentStore:
 
     def list_documents(self, offset: int = 0, limit: int = 100) -> tuple[list[DocumentRow], int]:
         """A page of documents, oldest first, and the total number of documents."""
-        with self._lock:
-            total = self._connection.execute("SELECT count(*) FROM documents").fetchone()[0]
+        with self._db.reading() as connection:
+            total = connection.execute("SELECT count(*) FROM documents").fetchone()[0]
             page = self._select_documents("ORDER BY rowid LIMIT ? OFFSET ?", (limit, offset))
         return page, total
 
@@ -92,7 +88,7 @@ class DocumentStore:
 
     def delete_document(self, doc_id: str) -> list[ChunkRow] | None:
         """Delete a document and its chunks; returns the removed chunks, or None if unknown."""
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             if self.get_document(doc_id) is None:
                 return None
             removed = self._select_chunks("document_id = ? ORDER BY chunk_index", (doc_id,))
@@ -110,11 +106,11 @@ class DocumentStore:
 
     def chunk_ids(self, document_ids: Sequence[str] | None = None) -> set[int]:
         """Ids of all chunks, or of the chunks of the given documents."""
-        with self._lock:
+        with self._db.reading() as connection:
             if document_ids is None:
-                rows = self._connection.execute("SELECT id FROM chunks").fetchall()
+                rows = connection.execute("SELECT id FROM chunks").fetchall()
             else:
-                rows = self._connection.execute(
+                rows = connection.execute(
                     "SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))",
                     (json.dumps(list(document_ids)),),
                 ).fetchall()
@@ -124,7 +120,7 @@ class DocumentStore:
         """Set a document's status; False if the document does not exist."""
         if status not in DOCUMENT_STATUSES:
             raise ValueError(f"status must be one of {DOCUMENT_STATUSES}, got {status!r}")
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             cursor = connection.execute(
                 "UPDATE documents SET status = ? WHERE id = ?", (status, doc_id)
             )
@@ -134,7 +130,7 @@ class DocumentStore:
         """Record that a chunk's KV was precomputed, stored under ``kv_key`` (None: it could not
         be); False if the chunk does not exist. Its document turns ``cached`` with its last chunk.
         """
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             row = connection.execute(
                 "UPDATE chunks SET kv_cached = 1, kv_key = ?, kv_present = ? WHERE id = ? "
                 "RETURNING document_id",
@@ -146,13 +142,13 @@ class DocumentStore:
 
     def progress(self) -> tuple[dict[str, int], int]:
         """Documents per status, and chunks still waiting for their KV to be precomputed."""
-        with self._lock:
-            return kv_presence.progress(self._connection)
+        with self._db.reading() as connection:
+            return kv_presence.progress(connection)
 
     def apply_kv_presence(self, present: Iterable[str], evicted: Iterable[str]) -> list[str]:
         """Chunks the engine reports stored (``present``) or evicted, by chunk-store key; updates
         their documents' status and returns the documents that turned ``cached``."""
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             documents = kv_presence.set_presence(connection, present, True)
             documents |= kv_presence.set_presence(connection, evicted, False)
             return kv_presence.refresh_status(connection, sorted(documents))
@@ -175,27 +171,16 @@ class DocumentStore:
             "kv_cached = 0 AND document_id = ? ORDER BY chunk_index", (document_id,)
         )
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._connection.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._connection
-            except BaseException:
-                self._connection.execute("ROLLBACK")
-                raise
-            self._connection.execute("COMMIT")
-
     def _select_chunks(self, condition: str, parameters: tuple[Any, ...]) -> list[ChunkRow]:
-        with self._lock:
-            rows = self._connection.execute(
+        with self._db.reading() as connection:
+            rows = connection.execute(
                 f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE {condition}", parameters
             ).fetchall()
         return [chunk_from_row(row) for row in rows]
 
     def _select_documents(self, clause: str, parameters: tuple[Any, ...]) -> list[DocumentRow]:
-        with self._lock:
-            rows = self._connection.execute(
+        with self._db.reading() as connection:
+            rows = connection.execute(
                 f"SELECT {DOCUMENT_COLUMNS} FROM documents {clause}", parameters
             ).fetchall()
         return [document_from_row(row) for row in rows]
