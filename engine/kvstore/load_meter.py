@@ -3,12 +3,20 @@
 A hit in a slow tier (Redis across a busy network) can cost more than computing the chunk again,
 for short chunks especially: every layer pays a round trip. The store asks a tier for its
 estimate before loading and computes the chunk instead when that is faster (CacheBlend's
-loading controller). The estimate is latency x round trips + bytes / bandwidth, both moving
-averages of the tier's own reads, so it follows the link as it changes: a reading more than
-twice as good as the average replaces it at once (a link that recovered is trusted again after
-one probe), a worse one is averaged in (one slow read does not condemn a link for long, yet a
-lasting slowdown shows within a read or two). The cost of computing comes from the engine's
-own prefills (`ComputeRate`).
+loading controller). The cost of computing comes from the engine's own prefills (`ComputeRate`).
+
+A tier reports each timed read: its round trips (the header, latency) and its layer reads, as
+bytes and the whole seconds each took (bandwidth: bytes over seconds). A load is estimated as
+the larger of its round trips x latency (short chunks: the latency bound) and its bytes /
+bandwidth (long chunks: the bandwidth bound; each read's own round trip is in its seconds). No
+latency is subtracted from a read's time: on a fast link a layer read is no slower than the
+header round trip, and the difference of two such times is noise, not a transfer time (it made
+the meter report 100+ GB/s on loopback). Latency and seconds per byte are moving averages of
+the tier's own reads, so
+the estimate follows the link as it changes: a reading more than twice as good as the average
+replaces it at once (a link that recovered is trusted again after one probe), a worse one is
+averaged in (one slow read does not condemn a link for long, yet a lasting slowdown shows within
+a read or two).
 """
 
 from __future__ import annotations
@@ -17,48 +25,49 @@ import threading
 
 SMOOTHING = 0.2
 """Weight of the newest observation in the moving averages."""
-_MIN_TRANSFER_S = 1e-6
+_MIN_READ_S = 1e-6
+"""Floor of a read's time: a clock that did not tick is no infinitely fast link."""
 _TINY = 1e-12
 
 
 class LoadMeter:
-    """Moving averages of one tier's round-trip latency and transfer bandwidth; thread-safe.
+    """Moving averages of one tier's round-trip latency and read bandwidth; thread-safe.
 
     Report small reads (a header) with `round_trip(seconds)` and large ones (a layer) with
-    `transfer(nbytes, seconds)`. `estimate` is None until both have been seen.
+    `transfer(nbytes, seconds)`, the whole time of the read. `estimate` is None until both have
+    been seen.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._latency_s: float | None = None
-        self._bytes_per_s: float | None = None
+        self._seconds_per_byte: float | None = None
 
     def round_trip(self, seconds: float) -> None:
         with self._lock:
-            self._latency_s = _follow(self._latency_s, seconds, lower_is_better=True)
+            self._latency_s = _follow(self._latency_s, seconds)
 
     def transfer(self, nbytes: int, seconds: float) -> None:
-        """A read of `nbytes` that took `seconds`, one round trip included."""
+        """A read of `nbytes` that took `seconds`, its round trip included."""
         if nbytes <= 0:
             return
+        per_byte = max(seconds, _MIN_READ_S) / nbytes
         with self._lock:
-            transfer_s = max(seconds - (self._latency_s or 0.0), _MIN_TRANSFER_S)
-            rate = nbytes / transfer_s
-            self._bytes_per_s = _follow(self._bytes_per_s, rate, lower_is_better=False)
+            self._seconds_per_byte = _follow(self._seconds_per_byte, per_byte)
 
     def estimate(self, nbytes: int, round_trips: int) -> float | None:
         """Seconds to read `nbytes` in `round_trips` reads, one after the other; None: unknown."""
         with self._lock:
-            if self._latency_s is None or self._bytes_per_s is None:
+            if self._latency_s is None or self._seconds_per_byte is None:
                 return None
-            return round_trips * self._latency_s + nbytes / self._bytes_per_s
+            return max(round_trips * self._latency_s, nbytes * self._seconds_per_byte)
 
     def snapshot(self) -> dict[str, int]:
         """Latency in microseconds and bandwidth in bytes per second (0 until measured)."""
         with self._lock:
             return {
                 "latency_us": round((self._latency_s or 0.0) * 1e6),
-                "bytes_per_s": round(self._bytes_per_s or 0.0),
+                "bytes_per_s": round(1 / self._seconds_per_byte if self._seconds_per_byte else 0),
             }
 
 
@@ -66,15 +75,10 @@ def _average(previous: float | None, observed: float) -> float:
     return observed if previous is None else (1 - SMOOTHING) * previous + SMOOTHING * observed
 
 
-def _follow(previous: float | None, observed: float, lower_is_better: bool) -> float:
-    """The moving average, or `observed` itself when it is more than twice as good."""
-    if previous is not None:
-        if lower_is_better:
-            improvement = previous / max(observed, _TINY)
-        else:
-            improvement = observed / max(previous, _TINY)
-        if improvement <= 2:
-            return _average(previous, observed)
+def _follow(previous: float | None, observed: float) -> float:
+    """The moving average of a cost, or `observed` itself when it is less than half of it."""
+    if previous is not None and previous <= 2 * max(observed, _TINY):
+        return _average(previous, observed)
     return observed
 
 

@@ -21,13 +21,24 @@ trip (13 round trips)."""
 ATTEMPTS = 200
 
 
-def test_a_meter_estimates_round_trips_plus_transfer() -> None:
+def test_a_meter_estimates_the_larger_of_round_trips_and_bytes_over_bandwidth() -> None:
     meter = LoadMeter()
     assert meter.estimate(1000, 1) is None
     meter.round_trip(0.010)
-    meter.transfer(1_000_000, 0.110)  # 10 ms of latency, then 1 MB in 100 ms
-    assert meter.estimate(2_000_000, 3) == pytest.approx(0.030 + 0.200)
+    meter.transfer(1_000_000, 0.100)  # 1 MB in 100 ms, its round trip included: 10 MB/s
     assert meter.snapshot() == {"latency_us": 10_000, "bytes_per_s": 10_000_000}
+    assert meter.estimate(2_000_000, 3) == pytest.approx(0.200)  # bandwidth-bound
+    assert meter.estimate(10_000, 3) == pytest.approx(0.030)  # latency-bound
+
+
+def test_a_layer_read_as_quick_as_the_header_is_no_infinitely_fast_link() -> None:
+    """Loopback: a 192 KiB layer read takes no longer than the 64 KiB header round trip."""
+    meter = LoadMeter()
+    meter.round_trip(0.000_400)
+    for _ in range(24):
+        meter.transfer(196_608, 0.000_380)
+    assert meter.snapshot()["bytes_per_s"] == round(196_608 / 0.000_380)  # ~0.5 GB/s
+    assert meter.estimate(24 * 196_608, 25) == pytest.approx(25 * 0.000_400)
 
 
 def test_a_meter_averages_slowdowns_and_adopts_a_recovery_at_once() -> None:
@@ -37,6 +48,11 @@ def test_a_meter_averages_slowdowns_and_adopts_a_recovery_at_once() -> None:
     assert meter.snapshot()["latency_us"] == 20_000
     meter.round_trip(0.001)  # twenty times better: the link recovered
     assert meter.snapshot()["latency_us"] == 1_000
+    meter.transfer(1000, 0.001)
+    meter.transfer(1000, 0.006)  # a slow read is averaged in seconds per byte
+    assert meter.snapshot()["bytes_per_s"] == 500_000
+    meter.transfer(1000, 0.000_1)
+    assert meter.snapshot()["bytes_per_s"] == 10_000_000
 
 
 def test_the_decision_loads_unless_known_slower_and_probes_a_slow_tier() -> None:
@@ -94,3 +110,18 @@ def test_a_slowed_redis_is_computed_instead_and_loaded_again_once_fast(
     switched_back = next((n for n in range(ATTEMPTS) if load(store)), None)
     assert switched_back is not None and switched_back < 16  # the first probe saw it fast
     assert all(load(store) for _ in range(3))
+
+
+def test_redis_bandwidth_is_bytes_over_the_seconds_of_real_reads(
+    proxied_store: tuple[ChunkKVStore, LatencyProxy],
+) -> None:
+    """Every read through the proxy takes at least its delay, so no honest meter can claim more
+    than a layer per delay, however busy the machine (which only makes reads slower)."""
+    store, proxy = proxied_store
+    proxy.delay_s = 0.05
+    assert load(store)
+    measured = store.backing[0].stats()
+    layer_bytes = ENTRY.nbytes // ENTRY.num_layers
+    assert 0 < measured["bytes_per_s"] <= layer_bytes / proxy.delay_s
+    assert measured["latency_us"] >= 50_000
+    assert store.backing[0].load_seconds(expect(ENTRY)) >= (1 + ENTRY.num_layers) * 0.05
