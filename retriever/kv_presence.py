@@ -11,8 +11,15 @@ stores it anyway.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+
+class Executor(Protocol):
+    """A connection taking `?` placeholders: SQLite's, or `pg_database.QmarkConnection`."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ...) -> Any: ...
+
 
 BATCH = 500
 """Keys or ids per statement, well under SQLite's limit on bound parameters."""
@@ -29,7 +36,7 @@ def _batches(values: Iterable[str]) -> Iterable[list[str]]:
         yield ordered[start : start + BATCH]
 
 
-def set_presence(connection: sqlite3.Connection, keys: Iterable[str], present: bool) -> set[str]:
+def set_presence(connection: Executor, keys: Iterable[str], present: bool) -> set[str]:
     """Mark the chunks stored under ``keys`` present or not; returns their documents' ids."""
     documents: set[str] = set()
     for batch in _batches(keys):
@@ -42,7 +49,7 @@ def set_presence(connection: sqlite3.Connection, keys: Iterable[str], present: b
     return documents
 
 
-def refresh_status(connection: sqlite3.Connection, document_ids: Sequence[str]) -> list[str]:
+def refresh_status(connection: Executor, document_ids: Sequence[str]) -> list[str]:
     """Set ``cached``/``indexed`` of these documents from their chunks; returns those that
     turned ``cached``."""
     promoted: list[str] = []
@@ -63,7 +70,7 @@ def refresh_status(connection: sqlite3.Connection, document_ids: Sequence[str]) 
     return promoted
 
 
-def progress(connection: sqlite3.Connection) -> tuple[dict[str, int], int]:
+def progress(connection: Executor) -> tuple[dict[str, int], int]:
     """Documents per status, and chunks of indexed documents still waiting for precompute."""
     by_status = dict(
         connection.execute("SELECT status, count(*) FROM documents GROUP BY status").fetchall()

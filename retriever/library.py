@@ -1,15 +1,15 @@
-"""The document library the gateway uses: ingest, search, get, list and delete, persisted on disk.
+"""The document library the gateway uses: ingest, search, get, list and delete.
 
-Layout under `data_dir`: `documents.sqlite3` (documents, chunks and their token ids; the source of
-truth) and `vectors.faiss` (the vector index, rebuilt from the store whenever it lags behind).
+By default it lives under `data_dir` (`retriever.local_backend`: a SQLite file and a FAISS index
+file, one process per `data_dir`). With a `database_url` it is the PostgreSQL library shared by
+replicas (`retriever.pg_backend`: each keeps its index in memory and follows the database).
 Writes are serialized by one lock, held only for the database transaction and the index update:
 chunking and embedding a batch happen before it is taken, so a large document does not hold up a
-small one or a delete. Searches run alongside writes. One process per `data_dir`.
+small one or a delete. Searches run alongside writes.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,13 +19,14 @@ import numpy as np
 from retriever.chunking import TextTokenizer, chunk_text, content_hash
 from retriever.documents import Hit, IngestResult, NewDocument, validated_texts
 from retriever.index import IndexKind, VectorIndex
-from retriever.reconcile import TextEmbedder, reconcile
-from retriever.records import ChunkRow, DocumentDraft, DocumentRow, Insertion
-from retriever.store import DocumentConflict, DocumentStore
+from retriever.library_store import LibraryBackend, LibraryStore
+from retriever.local_backend import INDEX_FILE as INDEX_FILE
+from retriever.local_backend import STORE_FILE as STORE_FILE
+from retriever.local_backend import LocalBackend
+from retriever.reconcile import TextEmbedder
+from retriever.records import ChunkRow, DocumentDraft, DocumentRow
+from retriever.store_common import DocumentConflict, DuplicateVanished
 
-logger = logging.getLogger(__name__)
-STORE_FILE = "documents.sqlite3"
-INDEX_FILE = "vectors.faiss"
 EMBED_BATCH = 32
 
 
@@ -39,6 +40,7 @@ class Library:
         embedder: TextEmbedder,
         index_kind: IndexKind = "flat",
         chunk_tokens: int = 384,
+        database_url: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.tokenizer = tokenizer
@@ -46,13 +48,24 @@ class Library:
         self.chunk_tokens = chunk_tokens
         self._write_lock = threading.Lock()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.store = DocumentStore(self.data_dir / STORE_FILE)
-        self.index = self._open_index(index_kind, embedder.dim)
-        if reconcile(self.store, self.index, embedder).index_changed:
-            self.index.save(self._index_path)
+        self.backend: LibraryBackend
+        if database_url is None:
+            self.backend = LocalBackend(self.data_dir, index_kind, embedder)
+        else:
+            from retriever.pg_backend import SharedBackend
+
+            self.backend = SharedBackend(database_url, index_kind, embedder.dim)
+
+    @property
+    def store(self) -> LibraryStore:
+        return self.backend.store
+
+    @property
+    def index(self) -> VectorIndex:
+        return self.backend.index
 
     def close(self) -> None:
-        self.store.close()
+        self.backend.close()
 
     def __enter__(self) -> Library:
         return self
@@ -69,17 +82,12 @@ class Library:
         texts = validated_texts(documents)
         drafts, vectors = self._prepare(documents, texts)
         with self._write_lock:
-            if not self._duplicates_still_stored(drafts):
+            try:
+                insertions = self.backend.add(drafts, vectors)
+            except DuplicateVanished:
                 # Content this batch duplicated was deleted meanwhile: it needs chunks after all.
                 drafts, vectors = self._prepare(documents, texts)
-            insertions = self.store.add_documents(drafts)
-            chunk_ids = [chunk_id for insertion in insertions for chunk_id in insertion.chunk_ids]
-            if chunk_ids:
-                self.index.add(chunk_ids, vectors[_created_mask(drafts, insertions)])
-                self.index.save(self._index_path)
-            for insertion in insertions:
-                if insertion.created:
-                    self.store.set_status(insertion.document.id, "indexed")
+                insertions = self.backend.add(drafts, vectors)
         return [
             IngestResult(
                 id=insertion.document.id,
@@ -126,35 +134,7 @@ class Library:
     def delete(self, doc_id: str) -> list[ChunkRow] | None:
         """Delete a document; returns its chunks (to drop their KV caches) or None if unknown."""
         with self._write_lock:
-            removed = self.store.delete_document(doc_id)
-            if removed:
-                self.index.remove(row.id for row in removed)
-                self.index.save(self._index_path)
-        return removed
-
-    @property
-    def _index_path(self) -> Path:
-        return self.data_dir / INDEX_FILE
-
-    def _open_index(self, kind: IndexKind, dim: int) -> VectorIndex:
-        """The saved index if it matches `kind` and `dim`, else an empty one to rebuild."""
-        if self._index_path.exists():
-            try:
-                saved = VectorIndex.load(self._index_path)
-            except Exception:
-                logger.exception("cannot read %s; rebuilding it from the store", self._index_path)
-            else:
-                if saved.kind == kind and saved.dim == dim:
-                    return saved
-                logger.warning(
-                    "%s holds a %s index of dim %d, want %s of dim %d; rebuilding it",
-                    self._index_path,
-                    saved.kind,
-                    saved.dim,
-                    kind,
-                    dim,
-                )
-        return VectorIndex(dim, kind)
+            return self.backend.delete(doc_id)
 
     def _prepare(
         self, documents: Sequence[NewDocument], texts: list[str]
@@ -173,17 +153,6 @@ class Library:
         if not batches:
             return np.empty((0, self.embedder.dim), dtype=np.float32)
         return np.concatenate(batches)
-
-    def _duplicates_still_stored(self, drafts: Sequence[DocumentDraft]) -> bool:
-        """Whether every draft prepared without chunks (a duplicate) still has its content stored
-        or earlier in the batch; checked under the write lock, so no delete can intervene."""
-        earlier: set[str] = set()
-        for draft in drafts:
-            is_duplicate = not draft.chunks and draft.content_hash not in earlier
-            if is_duplicate and self.store.find_by_hash(draft.content_hash) is None:
-                return False
-            earlier.add(draft.content_hash)
-        return True
 
     def _drafts(self, documents: Sequence[NewDocument], texts: list[str]) -> list[DocumentDraft]:
         """Drafts with chunks only for content not stored yet; an id taken by other content
@@ -208,10 +177,3 @@ class Library:
             )
         return drafts
 
-
-def _created_mask(drafts: list[DocumentDraft], insertions: list[Insertion]) -> np.ndarray:
-    """Which embedded chunks belong to documents the store actually created."""
-    mask: list[bool] = []
-    for draft, insertion in zip(drafts, insertions, strict=True):
-        mask += [insertion.created] * len(draft.chunks)
-    return np.array(mask, dtype=bool)

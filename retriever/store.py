@@ -1,14 +1,13 @@
 """SQLite store of documents and their chunks (one connection shared by threads under a lock).
 
-Chunk ids are AUTOINCREMENT keys, never reused, and double as vector ids in the index.
+Chunk ids are AUTOINCREMENT keys, never reused, and double as vector ids in the index. The
+embedded default; `retriever.pg_store` is the same store on PostgreSQL, shared by replicas.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import time
-import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from retriever.object_db import ObjectDatabase
 from retriever.records import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
-    DOCUMENT_STATUSES,
     ChunkRow,
     DocumentDraft,
     DocumentRow,
@@ -29,12 +27,9 @@ from retriever.records import (
     document_from_row,
     document_values,
     encode_token_ids,
-    metadata_json,
 )
-
-
-class DocumentConflict(Exception):
-    """A document id is already taken by a document with different content."""
+from retriever.store_common import DocumentConflict as DocumentConflict
+from retriever.store_common import checked_status, in_requested_order, store_drafts
 
 
 class DocumentStore:
@@ -67,7 +62,11 @@ class DocumentStore:
         `DocumentConflict` and nothing is stored.
         """
         with self._db.transaction() as connection:
-            return [self._insert(connection, draft) for draft in drafts]
+
+            def insert(document: DocumentRow, position: int) -> list[int]:
+                return self._insert(connection, document, drafts[position].chunks)
+
+            return store_drafts(drafts, self.find_by_hash, self.get_document, insert, "pending")
 
     def find_by_hash(self, content_hash: str) -> DocumentRow | None:
         return next(iter(self._select_documents("WHERE content_hash = ?", (content_hash,))), None)
@@ -101,8 +100,7 @@ class DocumentStore:
         rows = self._select_chunks(
             "id IN (SELECT value FROM json_each(?))", (json.dumps(list(chunk_ids)),)
         )
-        by_id = {row.id: row for row in rows}
-        return [by_id[chunk_id] for chunk_id in chunk_ids if chunk_id in by_id]
+        return in_requested_order(rows, chunk_ids)
 
     def chunk_ids(self, document_ids: Sequence[str] | None = None) -> set[int]:
         """Ids of all chunks, or of the chunks of the given documents."""
@@ -118,11 +116,9 @@ class DocumentStore:
 
     def set_status(self, doc_id: str, status: DocumentStatus) -> bool:
         """Set a document's status; False if the document does not exist."""
-        if status not in DOCUMENT_STATUSES:
-            raise ValueError(f"status must be one of {DOCUMENT_STATUSES}, got {status!r}")
         with self._db.transaction() as connection:
             cursor = connection.execute(
-                "UPDATE documents SET status = ? WHERE id = ?", (status, doc_id)
+                "UPDATE documents SET status = ? WHERE id = ?", (checked_status(status), doc_id)
             )
         return cursor.rowcount == 1
 
@@ -165,6 +161,10 @@ class DocumentStore:
             (limit,),
         )
 
+    def claim_pending_chunks(self, limit: int) -> list[ChunkRow]:
+        """`pending_chunks`: with one server per database there is no one to share them with."""
+        return self.pending_chunks(limit)
+
     def pending_chunks_of(self, document_id: str) -> list[ChunkRow]:
         """The chunks of one document whose KV cache is not stored yet, in chunk order."""
         return self._select_chunks(
@@ -185,31 +185,18 @@ class DocumentStore:
             ).fetchall()
         return [document_from_row(row) for row in rows]
 
-    def _insert(self, connection: sqlite3.Connection, draft: DocumentDraft) -> Insertion:
-        existing = self.find_by_hash(draft.content_hash)
-        if existing is not None:
-            return Insertion(existing, created=False)
-        if draft.id is not None and self.get_document(draft.id) is not None:
-            raise DocumentConflict(f"document {draft.id!r} already exists with different content")
-        document = DocumentRow(
-            id=draft.id or f"doc-{uuid.uuid4().hex}",
-            content_hash=draft.content_hash,
-            metadata=json.loads(metadata_json(draft.metadata)),
-            status="pending",
-            created_at=time.time(),
-            num_chunks=len(draft.chunks),
-            num_chars=draft.num_chars,
-        )
+    def _insert(
+        self, connection: sqlite3.Connection, document: DocumentRow, chunks: list[Chunk]
+    ) -> list[int]:
         connection.execute(
             f"INSERT INTO documents ({DOCUMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             document_values(document),
         )
-        chunk_ids = [
+        return [
             connection.execute(
                 "INSERT INTO chunks (document_id, chunk_index, text, token_ids) "
                 "VALUES (?, ?, ?, ?) RETURNING id",
                 (document.id, index, chunk.text, encode_token_ids(chunk.token_ids)),
             ).fetchone()[0]
-            for index, chunk in enumerate(draft.chunks)
+            for index, chunk in enumerate(chunks)
         ]
-        return Insertion(document, created=True, chunk_ids=chunk_ids)

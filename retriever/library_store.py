@@ -1,0 +1,70 @@
+"""What the library and the gateway's background loops need from a document store, whichever
+database holds it: the embedded SQLite file (`retriever.store`) or the PostgreSQL database shared
+by replicas (`retriever.pg_store`). Adding and deleting documents is the backend's job, because
+it also moves the vector index (`retriever.local_backend`, `retriever.pg_backend`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from retriever.index import VectorIndex
+from retriever.records import ChunkRow, DocumentDraft, DocumentRow, DocumentStatus, Insertion
+
+
+class LibraryUnavailable(RuntimeError):
+    """The shared library's database cannot be reached; retry once it is back.
+
+    The message starts with "document library unavailable:" and says why.
+    """
+
+
+class LibraryStore(Protocol):
+    def close(self) -> None: ...
+
+    def find_by_hash(self, content_hash: str) -> DocumentRow | None: ...
+
+    def get_document(self, doc_id: str) -> DocumentRow | None: ...
+
+    def list_documents(
+        self, offset: int = 0, limit: int = 100
+    ) -> tuple[list[DocumentRow], int]: ...
+
+    def chunks_for(self, chunk_ids: Sequence[int]) -> list[ChunkRow]: ...
+
+    def chunk_ids(self, document_ids: Sequence[str] | None = None) -> set[int]: ...
+
+    def set_status(self, doc_id: str, status: DocumentStatus) -> bool: ...
+
+    def mark_chunk_cached(self, chunk_id: int, kv_key: str | None) -> bool: ...
+
+    def progress(self) -> tuple[dict[str, int], int]: ...
+
+    def apply_kv_presence(self, present: Iterable[str], evicted: Iterable[str]) -> list[str]: ...
+
+    def claim_pending_chunks(self, limit: int) -> list[ChunkRow]:
+        """Up to `limit` chunks whose KV is still to be precomputed, each handed to one caller
+        across every server sharing the store."""
+        ...
+
+
+class LibraryBackend(Protocol):
+    """A store and the vector index kept in step with it."""
+
+    store: LibraryStore
+    index: VectorIndex
+
+    def add(self, drafts: Sequence[DocumentDraft], vectors: np.ndarray) -> list[Insertion]:
+        """Store the drafts (one transaction) and index the chunks of those created; `vectors`
+        holds one row per chunk of `drafts`, in order. Raises `DuplicateVanished` when a draft
+        prepared as a copy lost its original meanwhile (nothing is stored then)."""
+        ...
+
+    def delete(self, doc_id: str) -> list[ChunkRow] | None:
+        """Delete a document and its vectors; its chunks, or None if it is unknown."""
+        ...
+
+    def close(self) -> None: ...

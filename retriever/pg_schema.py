@@ -1,0 +1,81 @@
+"""The shared library's tables on PostgreSQL, created or upgraded by whichever replica starts first.
+
+Beside what the SQLite store keeps, chunks hold their embedding (so replicas never embed again
+what another one ingested) and a precompute claim (`claimed_by` until `claimed_until`), and
+`library_changes` logs every add and delete, in commit order, for the replicas to follow.
+`library_log_floor` remembers up to which change the log was trimmed.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+SCHEMA_VERSION = 1
+SCHEMA_LOCK = 0x72616762_6C656E64 >> 1
+"""Advisory lock key that serializes schema creation between replicas starting together."""
+
+_SCHEMA = (
+    """
+    CREATE TABLE documents (
+        id TEXT PRIMARY KEY,
+        content_hash TEXT NOT NULL UNIQUE,
+        metadata TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'indexed', 'cached', 'failed')),
+        created_at DOUBLE PRECISION NOT NULL,
+        num_chunks INTEGER NOT NULL,
+        num_chars INTEGER NOT NULL,
+        position BIGSERIAL NOT NULL UNIQUE
+    )
+    """,
+    "CREATE INDEX documents_by_status ON documents (status)",
+    """
+    CREATE TABLE chunks (
+        id BIGSERIAL PRIMARY KEY,
+        document_id TEXT NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+        chunk_index INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        token_ids BYTEA NOT NULL,
+        embedding BYTEA NOT NULL,
+        kv_cached INTEGER NOT NULL DEFAULT 0 CHECK (kv_cached IN (0, 1)),
+        kv_key TEXT,
+        kv_present INTEGER NOT NULL DEFAULT 0 CHECK (kv_present IN (0, 1)),
+        claimed_by TEXT,
+        claimed_until TIMESTAMPTZ,
+        UNIQUE (document_id, chunk_index)
+    )
+    """,
+    "CREATE INDEX chunks_awaiting_kv ON chunks (id) WHERE kv_cached = 0",
+    "CREATE INDEX chunks_by_kv_key ON chunks (kv_key) WHERE kv_key IS NOT NULL",
+    """
+    CREATE TABLE library_changes (
+        seq BIGSERIAL PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('add', 'delete')),
+        document_ids TEXT[] NOT NULL,
+        chunk_ids BIGINT[] NOT NULL,
+        recorded_at TIMESTAMPTZ NOT NULL DEFAULT now()
+    )
+    """,
+    "CREATE TABLE library_log_floor (seq BIGINT NOT NULL)",
+    "INSERT INTO library_log_floor VALUES (0)",
+    "CREATE TABLE library_schema (version INTEGER NOT NULL)",
+)
+
+
+def ensure_schema(connection: psycopg.Connection) -> None:
+    """Create the tables if the database has none; refuse a schema newer than this build's.
+
+    Runs inside the caller's transaction."""
+    connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+    exists = connection.execute("SELECT to_regclass('library_schema') IS NOT NULL").fetchone()
+    if exists is not None and exists[0]:
+        row = connection.execute("SELECT max(version) FROM library_schema").fetchone()
+        version = row[0] if row is not None and row[0] is not None else 0
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"the library database has schema version {version}; this build understands "
+                f"up to {SCHEMA_VERSION}"
+            )
+        return
+    for statement in _SCHEMA:
+        connection.execute(statement)
+    connection.execute("INSERT INTO library_schema VALUES (%s)", (SCHEMA_VERSION,))
