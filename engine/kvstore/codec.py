@@ -8,8 +8,10 @@ Layout, all little-endian (format version 3):
     layer table    num_layers x "<QQ16s": byte offset, byte length, keyed MAC of the layer
     header MAC     keyed MAC of everything above and of the entry's key (16 bytes)
     layer i        at its offset: K and V, each [num_tokens, num_kv_heads, head_dim], in the
-                   layer format (`layer_format.py`: raw bytes, or 8-bit with scales)
+                   layer format (`layer_format.py`: raw bytes, losslessly coded, or 8-bit)
 
+Layers follow the header and each other without gaps. Their lengths follow from the geometry,
+except in a format whose size depends on the values (`has_fixed_size`), where the table says.
 Every layer carries its own MAC, so a reader can hand layer 0 to the model while layer 1 is still
 being read. Raw tensor bytes are written as they are (no pickle), which keeps bf16 and fp8 exact.
 Version 2 is version 3 with raw layers only (its layer-format byte was padding, always 0) and is
@@ -29,7 +31,13 @@ import torch
 from torch import Tensor
 
 from engine.kvstore.keys import token_ids_bytes
-from engine.kvstore.layer_format import LayerFormat, decode_layer, encode_layer, layer_nbytes
+from engine.kvstore.layer_format import (
+    LayerFormat,
+    decode_layer,
+    encode_layer,
+    has_fixed_size,
+    layer_nbytes,
+)
 from engine.kvstore.mac import DIGEST_BYTES, KEY_ID_BYTES, EntryMac
 
 if sys.byteorder != "little":  # tensor bytes are stored as the host lays them out
@@ -71,12 +79,14 @@ class EntryHeader:
     token_ids: list[int]
     layer_digests: tuple[bytes, ...]
     layer_format: LayerFormat = LayerFormat.RAW
+    layer_lengths: tuple[int, ...] = ()
+    """Bytes of each encoded layer; () for the geometry's, in a format of fixed size."""
 
-    @property
-    def layer_nbytes(self) -> int:
-        """Bytes of one encoded layer: K and V."""
-        geometry = (self.num_tokens, self.num_kv_heads, self.head_dim)
-        return layer_nbytes(self.layer_format, self.dtype, *geometry)
+    def __post_init__(self) -> None:
+        if not self.layer_lengths:
+            geometry = (self.num_tokens, self.num_kv_heads, self.head_dim)
+            fixed = layer_nbytes(self.layer_format, self.dtype, *geometry)
+            object.__setattr__(self, "layer_lengths", (fixed,) * self.num_layers)
 
     @property
     def header_nbytes(self) -> int:
@@ -85,10 +95,10 @@ class EntryHeader:
 
     @property
     def total_nbytes(self) -> int:
-        return self.header_nbytes + self.num_layers * self.layer_nbytes
+        return self.header_nbytes + sum(self.layer_lengths)
 
     def layer_offset(self, index: int) -> int:
-        return self.header_nbytes + index * self.layer_nbytes
+        return self.header_nbytes + sum(self.layer_lengths[:index])
 
     def encode(self, mac: EntryMac) -> bytes:
         """Header bytes, ending with their MAC."""
@@ -104,7 +114,7 @@ class EntryHeader:
             mac.key_id,
         )
         rows = b"".join(
-            _LAYER_ROW.pack(self.layer_offset(i), self.layer_nbytes, digest)
+            _LAYER_ROW.pack(self.layer_offset(i), self.layer_lengths[i], digest)
             for i, digest in enumerate(self.layer_digests)
         )
         body = fixed + token_ids_bytes(self.token_ids) + rows
@@ -141,6 +151,7 @@ def write_entry(
             layer.update(buffer)
         layers.append(buffers)
         digests.append(layer.digest())
+    lengths = tuple(sum(buffer.nbytes for buffer in buffers) for buffers in layers)
     header = EntryHeader(
         keys.dtype,
         num_layers,
@@ -150,6 +161,7 @@ def write_entry(
         list(token_ids),
         tuple(digests),
         layer_format,
+        lengths,
     )
     out.write(header.encode(mac))
     for buffers in layers:
@@ -196,7 +208,8 @@ class EntryReader:
             raise UntrustedEntry(f"layer format {form}, this server reads {known_forms}")
         layer_format = LayerFormat(form)
         header = EntryHeader(_CODE_DTYPES[code], layers, tokens, heads, dim, [], (), layer_format)
-        if size != header.total_nbytes:
+        fixed_size = has_fixed_size(layer_format)
+        if size != header.total_nbytes and (fixed_size or size < header.header_nbytes):
             raise CorruptEntry(f"size {size} does not match the header's {header.total_nbytes}")
         if key_id != self._mac.key_id:  # checked once the layout is known to be consistent
             raise UntrustedEntry("written with another secret")
@@ -206,13 +219,17 @@ class EntryReader:
             raise CorruptEntry("header MAC mismatch: damaged, or not written by this server")
         token_ids = np.frombuffer(rest, dtype="<i8", count=tokens).tolist()
         rows = list(_LAYER_ROW.iter_unpack(rest[8 * tokens : -DIGEST_BYTES]))
-        for index, (offset, length, _) in enumerate(rows):
-            if offset != header.layer_offset(index) or length != header.layer_nbytes:
-                raise CorruptEntry(f"layer {index} table row does not match the layout")
+        lengths = header.layer_lengths if fixed_size else tuple(row[1] for row in rows)
         digests = tuple(layer_digest for _, _, layer_digest in rows)
-        return EntryHeader(
-            header.dtype, layers, tokens, heads, dim, token_ids, digests, layer_format
+        header = EntryHeader(
+            header.dtype, layers, tokens, heads, dim, token_ids, digests, layer_format, lengths
         )
+        for index, (offset, length, _) in enumerate(rows):
+            if offset != header.layer_offset(index) or length != lengths[index] or length == 0:
+                raise CorruptEntry(f"layer {index} table row does not match the layout")
+        if size != header.total_nbytes:
+            raise CorruptEntry(f"size {size} does not match the layers' {header.total_nbytes}")
+        return header
 
     def read_layer(self, index: int) -> tuple[Tensor, Tensor]:
         """Read, verify and decode layer `index` as (k, v), each [tokens, kv_heads, head_dim]."""
@@ -220,10 +237,13 @@ class EntryReader:
         if not 0 <= index < header.num_layers:
             raise IndexError(f"layer {index} out of range for {header.num_layers} layers")
         self._source.seek(header.layer_offset(index))
-        raw = self._read_exact(header.layer_nbytes, f"layer {index}")
+        raw = self._read_exact(header.layer_lengths[index], f"layer {index}")
         layer_mac = self._mac.layer()
         layer_mac.update(raw)
         if not EntryMac.same(layer_mac.digest(), header.layer_digests[index]):
             raise CorruptEntry(f"layer {index} MAC mismatch")
         geometry = (header.num_tokens, header.num_kv_heads, header.head_dim)
-        return decode_layer(header.layer_format, raw, header.dtype, *geometry)
+        try:
+            return decode_layer(header.layer_format, raw, header.dtype, *geometry)
+        except ValueError as error:  # signed by a holder of the secret, yet undecodable
+            raise CorruptEntry(f"layer {index}: {error}") from error

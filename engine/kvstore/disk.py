@@ -172,8 +172,8 @@ class DiskTier(KVTier):
                 yield index, k, v
 
     def put(self, key: ChunkKey, entry: ChunkKV) -> None:
-        size = entry.encoded_nbytes(self.layer_format)
-        if not self._lru.fits(size):
+        """Store `entry`, unless even its uncoded size exceeds the tier (counted "declined")."""
+        if not self._lru.fits(entry.encoded_nbytes(self.layer_format)):
             self._counters.add("declined")
             return
         mac = self._mac(key)
@@ -182,6 +182,7 @@ class DiskTier(KVTier):
             self.directory, key, lambda out: entry.write_to(out, mac, layer_format)
         )
         try:
+            size = temp.stat().st_size  # a coded format's size is known once written
             with self._lock:
                 self._lru.remove(key)
                 self._evict_until_room(size)

@@ -68,7 +68,8 @@ class ChunkKV:
         return 2 * self.keys.numel() * self.keys.element_size()
 
     def encoded_nbytes(self, layer_format: LayerFormat = LayerFormat.RAW) -> int:
-        """Bytes of the serialized form (`to_bytes`), without serializing."""
+        """Bytes of the serialized form (`to_bytes`), without serializing: exact for a format of
+        fixed size, about the most it takes in `LOSSLESS`, whose size depends on the values."""
         _, tokens, heads, dim = self.keys.shape
         stored = stored_format(layer_format, self.dtype)
         header = EntryHeader(self.dtype, self.num_layers, tokens, heads, dim, [], (), stored)

@@ -1,7 +1,15 @@
-"""How one layer's K and V are laid out in an entry: raw, or quantized to 8 bits for slow tiers.
+"""How one layer's K and V are laid out in an entry: raw, losslessly coded, or 8-bit.
 
 Chunk KV is large (12 KiB a token for a 0.5B model, 128 KiB for an 8B one), and the disk and
-Redis tiers pay for every byte in space and transfer time. `INT8` halves a bf16 layer:
+Redis tiers pay for every byte in space and transfer time.
+
+`LOSSLESS` keeps every bit (ZipNN's observation): the most significant byte of a bf16 or fp16
+element (sign and exponent) takes a few dozen values, the others (mantissa) look random. So the
+elements are split into byte planes; the top plane is zstd-coded channel by channel (a channel's
+exponents are alike) and the rest are stored as they are: 0.68x of bf16, decoded at about
+1 GB/s. A layer's size then depends on its values; the entry's layer table records it.
+
+`INT8` halves a bf16 layer:
 
 - K is quantized per channel (one scale per KV head and head dimension, over the chunk's tokens):
   keys have a few channels of much larger magnitude than the rest, and a per-token scale would
@@ -10,7 +18,7 @@ Redis tiers pay for every byte in space and transfer time. `INT8` halves a bf16 
   have no such outlier channels, and attention mixes them per token.
 
 Both are symmetric (x = q * scale, q in [-127, 127]); scales are float32. Decoding gives the
-entry's dtype back. Every size is fixed by the geometry, so a reader can seek to any layer.
+entry's dtype back. Its sizes are fixed by the geometry, like `RAW`'s.
 """
 
 from __future__ import annotations
@@ -19,10 +27,13 @@ from enum import IntEnum
 
 import numpy as np
 import torch
+import zstandard
 from torch import Tensor
 
 _LEVELS = 127.0
 _SCALE_DTYPE = torch.float32
+_ZSTD_LEVEL = 1
+"""Level 1: as small as the higher levels on these planes (within 1%), and 3x faster to write."""
 
 
 class LayerFormat(IntEnum):
@@ -32,14 +43,22 @@ class LayerFormat(IntEnum):
     """The tensors' own bytes (exact)."""
     INT8 = 1
     """8-bit K per channel and V per token, with float32 scales."""
+    LOSSLESS = 2
+    """Exact: the top byte plane zstd-coded per channel, the other bytes as they are."""
+
+
+def has_fixed_size(layer_format: LayerFormat) -> bool:
+    """Whether every layer's size follows from the geometry (else from the entry's table)."""
+    return layer_format != LayerFormat.LOSSLESS
 
 
 def layer_nbytes(
     layer_format: LayerFormat, dtype: torch.dtype, tokens: int, heads: int, dim: int
 ) -> int:
-    """Bytes of one encoded layer (K and V)."""
+    """Bytes of one encoded layer (K and V); for `LOSSLESS`, the bytes before coding, about the
+    most it can take (an incompressible plane grows by a few bytes of framing)."""
     elements = tokens * heads * dim
-    if layer_format == LayerFormat.RAW:
+    if layer_format != LayerFormat.INT8:
         return 2 * elements * dtype.itemsize
     return 2 * elements + _SCALE_DTYPE.itemsize * (heads * dim + tokens * heads)
 
@@ -53,10 +72,46 @@ def _symmetric_int8(tensor: Tensor, reduce_dims: tuple[int, ...]) -> tuple[Tenso
     return quantized, scale.to(_SCALE_DTYPE)
 
 
+def _byte_planes(keys: Tensor, values: Tensor) -> list[np.ndarray]:
+    """[low planes as they are, zstd frame of the top plane in channel-major order]."""
+    tokens, heads, dim = keys.shape
+    size = keys.dtype.itemsize
+    both = torch.stack((keys, values)).view(torch.uint8).numpy()
+    planes = both.reshape(2, tokens, heads * dim, size)  # little-endian: the top byte is last
+    low = np.ascontiguousarray(planes[..., :-1]).reshape(-1)
+    top = np.ascontiguousarray(planes[..., -1].transpose(0, 2, 1))
+    frame = zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(top)
+    return [low, np.frombuffer(frame, dtype=np.uint8)]
+
+
+def _joined_planes(
+    raw: bytearray, dtype: torch.dtype, tokens: int, heads: int, dim: int
+) -> Tensor:
+    """K and V stacked, [2, tokens, heads, dim], from `_byte_planes`' bytes; ValueError if the
+    frame does not decode to exactly one top plane."""
+    size, channels = dtype.itemsize, heads * dim
+    low_nbytes = 2 * tokens * channels * (size - 1)
+    top_nbytes = 2 * tokens * channels
+    try:
+        top = zstandard.ZstdDecompressor().decompress(
+            memoryview(raw)[low_nbytes:], max_output_size=top_nbytes
+        )
+    except zstandard.ZstdError as error:
+        raise ValueError(f"undecodable top byte plane: {error}") from error
+    if len(top) != top_nbytes:
+        raise ValueError(f"top byte plane of {len(top)} bytes, expected {top_nbytes}")
+    planes = np.empty((2, tokens, channels, size), dtype=np.uint8)
+    planes[..., :-1] = np.frombuffer(raw, np.uint8, low_nbytes).reshape(2, tokens, channels, -1)
+    planes[..., -1] = np.frombuffer(top, np.uint8).reshape(2, channels, tokens).transpose(0, 2, 1)
+    return torch.from_numpy(planes).view(dtype).view(2, tokens, heads, dim)
+
+
 def encode_layer(layer_format: LayerFormat, keys: Tensor, values: Tensor) -> list[np.ndarray]:
     """The byte buffers of one layer, in order; `keys`, `values` are [tokens, heads, dim]."""
     if layer_format == LayerFormat.RAW:
         tensors = [keys, values]
+    elif layer_format == LayerFormat.LOSSLESS:
+        return _byte_planes(keys, values)
     else:
         key_q, key_scale = _symmetric_int8(keys, reduce_dims=(0,))  # scale [1, heads, dim]
         value_q, value_scale = _symmetric_int8(values, reduce_dims=(2,))  # [tokens, heads, 1]
@@ -76,6 +131,9 @@ def decode_layer(
     data = torch.frombuffer(raw, dtype=torch.uint8)
     if layer_format == LayerFormat.RAW:
         both = data.view(dtype).view(2, tokens, heads, dim)
+        return both[0], both[1]
+    if layer_format == LayerFormat.LOSSLESS:
+        both = _joined_planes(raw, dtype, tokens, heads, dim)
         return both[0], both[1]
     elements = tokens * heads * dim
     quantized = data[: 2 * elements].view(torch.int8).view(2, tokens, heads, dim)
