@@ -1,17 +1,16 @@
-"""What the int8 slow-tier format costs in answer quality: a raw and an int8 server, item by item.
+"""What a compressed slow-tier format (``--compressed``: int8 or lossless) costs in answers.
 
     python -m load_tests.eval.format_gap --raw-url http://127.0.0.1:8101 \
-        --int8-url http://127.0.0.1:8102 --items 200 --out docs/bench/format_gap_int8
+        --compressed-url http://127.0.0.1:8102 --compressed int8 --out docs/bench/format_gap_int8
 
 The servers differ only in ``RAGBLEND_CHUNK_CACHE_FORMAT``; with a memory tier too small for a
 chunk (``RAGBLEND_CHUNK_CACHE_MEMORY_GIB=0.0001``) every hit is read from disk in that format.
 Each held-out item (``server_gap``'s selection) is asked of both in blend (default ratio) and
-reuse (the stored KV alone): per mode, each format's F1, the paired int8 - raw F1 with its 95%
-interval, and the share answered the same. Item i+1's chunks are stored before item i is asked,
-so item i's hits come from disk, not the write queue (the chunk-store counters show it).
-``--data-dirs`` also measures the stored bytes per token. Each finished item is appended to
-``<out>.items.jsonl``; a run stops at ``--budget-minutes`` or a failed request, and the same
-command again resumes after the items done.
+reuse (the stored KV alone): per mode, each format's F1, the paired compressed - raw F1 with its
+95% interval, the share answered the same. Item i+1's chunks are stored before item i is asked,
+so item i's hits come from disk, not the write queue. ``--data-dirs`` also measures the stored
+bytes per token. Each finished item is appended to ``<out>.items.jsonl``; a run stops at
+``--budget-minutes`` or a failed request, and the same command again resumes after them.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from load_tests.eval.server_gap import (
     warmup_body,
 )
 
-FORMATS = ("raw", "int8")
+COMPRESSED_FORMATS = ("int8", "lossless")
 COMPARED_MODES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("blend@default", {"mode": "blend"}),
     ("reuse", {"mode": "reuse"}),
@@ -56,10 +55,11 @@ Replies = dict[str, dict[str, list[Reply]]]
 class FormatRow:
     mode: str
     items: int
+    compressed: str  # the format compared with raw
     raw_f1: Interval
-    int8_f1: Interval
-    int8_minus_raw: Interval
-    """Paired mean of (int8's F1 - raw's F1) over the items."""
+    compressed_f1: Interval
+    compressed_minus_raw: Interval
+    """Paired mean of (the compressed format's F1 - raw's F1) over the items."""
     agreement: float
     """Share of items whose normalized answers are identical in both formats."""
     reused: dict[str, float]
@@ -115,33 +115,34 @@ def evaluate_pair(
         print(f"\nstopping at a failed request: {error!r}", file=sys.stderr)
 
 
-def replies_in(records: list[dict[str, Any]]) -> Replies:
+def replies_in(records: list[dict[str, Any]], formats: tuple[str, str]) -> Replies:
     """The recorded answers, per format and mode, in item order."""
     return {
         name: {
             mode: [Reply(**record[name][mode]) for record in records] for mode, _ in COMPARED_MODES
         }
-        for name in FORMATS
+        for name in formats
     }
 
 
-def summarize(replies: Replies, golds: list[list[str]]) -> list[FormatRow]:
-    """Per mode: both formats' F1, the paired int8 - raw difference, and their agreement."""
+def summarize(replies: Replies, golds: list[list[str]], compressed: str) -> list[FormatRow]:
+    """Per mode: both formats' F1, the paired compressed - raw difference, and their agreement."""
     rows = []
     for mode, _ in COMPARED_MODES:
-        raw, int8 = replies["raw"][mode], replies["int8"][mode]
+        raw, other = replies["raw"][mode], replies[compressed][mode]
         count = len(raw)
-        raw_f1 = [f1(reply.answer, gold) for reply, gold in zip(raw, golds[:count], strict=True)]
-        int8_f1 = [f1(reply.answer, gold) for reply, gold in zip(int8, golds[:count], strict=True)]
+        raw_f1 = [f1(r.answer, gold) for r, gold in zip(raw, golds[:count], strict=True)]
+        other_f1 = [f1(r.answer, gold) for r, gold in zip(other, golds[:count], strict=True)]
         rows.append(
             FormatRow(
                 mode=mode,
                 items=count,
+                compressed=compressed,
                 raw_f1=mean_ci95(raw_f1),
-                int8_f1=mean_ci95(int8_f1),
-                int8_minus_raw=paired_diff_ci95(int8_f1, raw_f1),
-                agreement=agreement([r.answer for r in int8], [r.answer for r in raw]),
-                reused={name: _reused_share(replies[name][mode]) for name in FORMATS},
+                compressed_f1=mean_ci95(other_f1),
+                compressed_minus_raw=paired_diff_ci95(other_f1, raw_f1),
+                agreement=agreement([r.answer for r in other], [r.answer for r in raw]),
+                reused={name: _reused_share(replies[name][mode]) for name in replies},
             )
         )
     return rows
@@ -182,14 +183,15 @@ def stored_entries(data_dir: Path) -> dict[str, Any]:
 
 
 def print_rows(rows: list[FormatRow]) -> None:
-    scores = f"{'raw F1':>7} {'int8 F1':>7} {'int8-raw [95% CI]':>26} {'agree':>6}"
+    name = rows[0].compressed if rows else "compressed"
+    scores = f"{'raw F1':>7} {name + ' F1':>11} {name + '-raw [95% CI]':>30} {'agree':>6}"
     print(f"{'mode':14} {'items':>5} {scores}")
     for row in rows:
-        mean, low, high = row.int8_minus_raw
+        mean, low, high = row.compressed_minus_raw
         delta = f"{mean:+.4f} [{low:+.4f}, {high:+.4f}]"
         print(
-            f"{row.mode:14} {row.items:>5} {row.raw_f1[0]:>7.3f} {row.int8_f1[0]:>7.3f} "
-            f"{delta:>26} {row.agreement:>6.1%}"
+            f"{row.mode:14} {row.items:>5} {row.raw_f1[0]:>7.3f} {row.compressed_f1[0]:>11.3f} "
+            f"{delta:>30} {row.agreement:>6.1%}"
         )
 
 
@@ -197,12 +199,13 @@ def run(argv: list[str] | None = None) -> int:
     """The command line; exit status 1 when the evaluation data is missing."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--raw-url", required=True, help="server with CHUNK_CACHE_FORMAT=raw")
-    parser.add_argument("--int8-url", required=True, help="server with CHUNK_CACHE_FORMAT=int8")
+    parser.add_argument("--compressed-url", "--int8-url", required=True, help="its server")
+    parser.add_argument("--compressed", choices=COMPRESSED_FORMATS, default="int8")
     parser.add_argument("--api-key", help="bearer key, if the servers require one")
     parser.add_argument("--items", type=int, default=200, help="held-out items to evaluate")
     parser.add_argument("--budget-minutes", type=float, default=None, help="stop after this")
     parser.add_argument("--data", default=str(DEFAULT_CACHE), help="BIG-bench cache (fetch.py)")
-    parser.add_argument("--data-dirs", nargs=2, metavar=("RAW", "INT8"), help="servers' data")
+    parser.add_argument("--data-dirs", nargs=2, metavar=("RAW", "OTHER"), help="servers' data")
     parser.add_argument(
         "--out",
         default="docs/bench/format_gap_int8",
@@ -218,7 +221,8 @@ def run(argv: list[str] | None = None) -> int:
     record = Path(f"{args.out}.items.jsonl")
     record.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + 60 * (args.budget_minutes or float("inf"))
-    urls = {"raw": args.raw_url, "int8": args.int8_url}
+    formats = ("raw", args.compressed)
+    urls = dict(zip(formats, (args.raw_url, args.compressed_url), strict=True))
     clients = {name: connect(url, args.api_key) for name, url in urls.items()}
     try:
         model = served_model(clients["raw"])
@@ -228,12 +232,13 @@ def run(argv: list[str] | None = None) -> int:
         for client in clients.values():
             client.close()
     records = read_records(record, items)
-    rows = summarize(replies_in(records), [record["gold"] for record in records])
-    print(f"\nint8 vs raw slow-tier chunk KV, {model}: held-out knowledge-conflict QA items")
+    golds = [record["gold"] for record in records]
+    rows = summarize(replies_in(records, formats), golds, args.compressed)
+    print(f"\n{args.compressed} vs raw slow-tier chunk KV, {model}: held-out QA items")
     print_rows(rows)
     stored = {}
     if args.data_dirs:
-        dirs = zip(FORMATS, args.data_dirs, strict=True)
+        dirs = zip(formats, args.data_dirs, strict=True)
         stored = {name: stored_entries(Path(data_dir)) for name, data_dir in dirs}
         print({name: entries["bytes_per_token"] for name, entries in stored.items()})
     settings = {key: value for key, value in vars(args).items() if key != "api_key"}
