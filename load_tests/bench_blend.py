@@ -1,17 +1,17 @@
 """TTFT of full prefill, vLLM prefix caching, reuse and blend, per chunk-store tier, in one run.
 
     python -m load_tests.bench_blend [--model qwen2.5-coder-0.5b-instruct] [--requests 5]
-        [--phases memory,disk,redis,disk-int8,redis-int8]
+        [--phases memory,disk,redis,disk-lossless,redis-lossless,disk-int8,redis-int8]
 
 Each phase (`load_tests.bench_tiers.PHASES`) starts one engine in a subprocess: ``memory``
 (chunk KV served from the memory tier) runs every mode; ``disk`` and ``redis`` (a memory tier too
 small to hold a chunk, so every chunk is streamed from that tier; ``redis`` starts its own
-redis-server) run full, reuse and blend at 0.15, raw or (``-int8``) in the int8 format. Every
-prompt is the fixed prefix, the same chunks in a new order, and a question; all chunks are
-stored before timing. ``full`` uses a fresh cache salt per request (no reuse at all); ``prefix``
-is a plain request with vLLM's prefix cache; blend modes use fresh salts too, so only chunk
-caches help them. Writes a JSON file (with the slow tiers' measured bytes per token and store
-counters) and a PNG plot; prints a table of medians, speed-ups and ratios to the memory tier.
+redis-server) run full, reuse and blend at 0.15, raw or in the format named (``-lossless``,
+``-int8``). Every prompt is the fixed prefix, the same chunks in a new order, and a question;
+all chunks are stored before timing. ``full`` uses a fresh cache salt per request (no reuse at
+all); ``prefix`` is a plain request with vLLM's prefix cache; blend modes use fresh salts too,
+so only chunk caches help them. Writes a JSON file (with the slow tiers' measured bytes per
+token and store counters) and a PNG plot; prints medians, speed-ups and ratios to memory.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each phase of the TTFT benchmark serves chunk KV from one tier: the memory tier, or a memory
 tier too small to hold a chunk in front of the disk tier or of a Redis tier (then with a disk tier
-too small to hold one either), each slow tier in the raw or the int8 format. After the chunks
+too small to hold one either), each slow tier in the raw, lossless or int8 format. After the chunks
 are stored, the slow tier's entries are read back and their headers verified, which gives the
 bytes per token each format really costs on the model, headers and scales included.
 """
@@ -65,6 +65,8 @@ PHASES: dict[str, TierPhase] = {
     "memory": TierPhase(ALL_MODES, "memory"),
     "disk": TierPhase(SLOW_TIER_MODES, "disk"),
     "redis": TierPhase(SLOW_TIER_MODES, "redis"),
+    "disk-lossless": TierPhase(SLOW_TIER_MODES, "disk", "lossless"),
+    "redis-lossless": TierPhase(SLOW_TIER_MODES, "redis", "lossless"),
     "disk-int8": TierPhase(SLOW_TIER_MODES, "disk", "int8"),
     "redis-int8": TierPhase(SLOW_TIER_MODES, "redis", "int8"),
 }

@@ -13,6 +13,7 @@ import torch
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.layer_format import LayerFormat
+from engine.kvstore.mac import EntryMac
 from engine.kvstore.store import ChunkKVStore
 from load_tests.bench_blend import parse_phases, phase_rows
 from load_tests.bench_tiers import PHASES, TOO_SMALL_FOR_A_CHUNK, measure_disk, measure_redis
@@ -65,13 +66,14 @@ def test_each_phase_keeps_chunks_only_where_it_says_it_serves_them(
     if phase.needs_redis:
         in_redis = measure_redis(redis_url, SECRET)
         assert (in_redis.tokens, in_redis.formats) == (TOKENS, (phase.slow_format,))
-        assert in_redis.bytes == entry.encoded_nbytes(LayerFormat[phase.slow_format.upper()])
+        written = entry.to_bytes(EntryMac(SECRET, key), LayerFormat[phase.slow_format.upper()])
+        assert in_redis.bytes == len(written)
 
 
-def test_int8_entries_measure_about_half_the_bytes_per_token_of_raw(tmp_path: Path) -> None:
+def test_compressed_entries_measure_fewer_bytes_per_token_than_raw(tmp_path: Path) -> None:
     entry = chunk_bigger_than_a_tiny_tier()
     measured = {}
-    for layer_format in (LayerFormat.RAW, LayerFormat.INT8):
+    for layer_format in LayerFormat:
         directory = tmp_path / layer_format.name
         store = ChunkKVStore.create(1, directory, secret=SECRET, layer_format=layer_format)
         store.put(ChunkKey.for_chunk("model", entry.token_ids), entry)
@@ -80,6 +82,7 @@ def test_int8_entries_measure_about_half_the_bytes_per_token_of_raw(tmp_path: Pa
     raw_bytes_per_token = 2 * 2 * 2 * 128 * 2  # layers x (K, V) x heads x dim x bf16
     assert raw_bytes_per_token < measured[LayerFormat.RAW] < raw_bytes_per_token + 40
     assert 0.5 < measured[LayerFormat.INT8] / measured[LayerFormat.RAW] < 0.53
+    assert 0.6 < measured[LayerFormat.LOSSLESS] / measured[LayerFormat.RAW] < 0.75
 
 
 def test_entries_signed_with_another_secret_are_not_counted_as_measured(tmp_path: Path) -> None:
