@@ -2,6 +2,7 @@
 
     python -m load_tests.bench_blend [--model qwen2.5-coder-0.5b-instruct] [--requests 5]
         [--phases memory,disk,redis,disk-lossless,redis-lossless,disk-int8,redis-int8]
+        [--modes full,reuse,blend@0.15]
 
 Each phase (`load_tests.bench_tiers.PHASES`) starts one engine in a subprocess: ``memory``
 (chunk KV served from the memory tier) runs every mode; ``disk`` and ``redis`` (a memory tier too
@@ -103,7 +104,7 @@ async def _timed_phase(
     await time_to_first_token(engine, warm, "blend@0.15", "warm")
     await asyncio.to_thread(time.sleep, 2)  # let the slow tiers finish writing
     stored = _stored_entries(phase, workdir, redis_url, bytes.fromhex(secret_hex))
-    timings: dict[str, list[float]] = {mode: [] for mode in phase.modes}
+    timings: dict[str, list[float]] = {mode: [] for mode in phase.modes if mode in args.modes}
     store: dict[str, int] = {}
     for index, prompt in enumerate(shuffled_prompts(prefix, chunks, question, args.requests, 1)):
         for mode in timings:
@@ -174,6 +175,15 @@ def parse_phases(text: str) -> list[str]:
     return names
 
 
+def parse_modes(text: str) -> list[str]:
+    """``full,reuse`` -> the modes timed (in each phase that runs them); ``full`` is required,
+    as the speed-ups are over it."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if "full" not in names or not set(names) <= set(MODES):
+        raise argparse.ArgumentTypeError(f"modes are full and some of {', '.join(MODES)}")
+    return names
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
@@ -182,6 +192,7 @@ def main() -> int:
     parser.add_argument("--chunk-tokens", type=int, default=512)
     parser.add_argument("--requests", type=int, default=5)
     parser.add_argument("--phases", type=parse_phases, default=list(PHASES))
+    parser.add_argument("--modes", type=parse_modes, default=list(MODES), help="a subset")
     parser.add_argument("--out", default="docs/bench/blend_ttft")
     parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--phase-output", help=argparse.SUPPRESS)

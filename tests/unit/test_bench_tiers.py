@@ -15,7 +15,7 @@ from engine.kvstore.keys import ChunkKey
 from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.mac import EntryMac
 from engine.kvstore.store import ChunkKVStore
-from load_tests.bench_blend import parse_phases, phase_rows
+from load_tests.bench_blend import parse_modes, parse_phases, phase_rows
 from load_tests.bench_tiers import PHASES, TOO_SMALL_FOR_A_CHUNK, measure_disk, measure_redis
 from load_tests.redis_launcher import running_redis
 
@@ -114,3 +114,11 @@ def test_phases_are_chosen_by_name_in_order_and_unknown_names_are_refused() -> N
         parse_phases("memory,ssd")
     with pytest.raises(argparse.ArgumentTypeError):
         parse_phases(",")
+
+
+def test_a_run_can_time_fewer_modes_but_always_full() -> None:
+    assert parse_modes("full, reuse,blend@0.15") == ["full", "reuse", "blend@0.15"]
+    with pytest.raises(argparse.ArgumentTypeError, match="full"):
+        parse_modes("reuse,blend@0.15")
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_modes("full,blend@0.99")
