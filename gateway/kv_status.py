@@ -4,35 +4,42 @@ With every blended request the engine's worker reports the store keys of the chu
 holds (hits and newly stored misses) and of those that left the store through eviction since
 its last report. This collects them as they arrive and applies them to the library in batches,
 off the event loop: a document is ``cached`` only while every one of its chunks is in the store,
-and turns ``cached`` again when a request stores its missing chunks back.
+and turns ``cached`` again when a request stores its missing chunks back. What cannot be written
+while the library's database is down is kept and written once it is back (logged once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 
 from engine.contract import BlendStats
-from retriever.store import DocumentStore
+from retriever.library_store import LibraryStore, LibraryUnavailable
+from retriever.outage_log import OutageLog
 
 log = logging.getLogger(__name__)
 APPLY_EVERY_SECONDS = 1.0
 
 
 class KVStatusFollower:
-    def __init__(self, store: DocumentStore, interval: float = APPLY_EVERY_SECONDS) -> None:
+    def __init__(self, store: LibraryStore, interval: float = APPLY_EVERY_SECONDS) -> None:
         self.store = store
         self.interval = interval
         self._present: set[str] = set()
         self._evicted: set[str] = set()
         self._task: asyncio.Task[None] | None = None
+        self._outage = OutageLog(log, "recording which chunks are in the chunk store")
 
     def observe(self, stats: BlendStats) -> None:
         """Engine listener (event loop): remember what one finished request reported."""
-        for key in stats.chunk_keys:
+        self._note(stats.chunk_keys, stats.evicted_keys)
+
+    def _note(self, present: Iterable[str], evicted: Iterable[str]) -> None:
+        for key in present:
             self._evicted.discard(key)
             self._present.add(key)
-        for key in stats.evicted_keys:  # taken after the request's chunks were stored
+        for key in evicted:  # taken after the request's chunks were stored
             self._present.discard(key)
             self._evicted.add(key)
 
@@ -52,8 +59,21 @@ class KVStatusFollower:
         self._present, self._evicted = set(), set()
         try:
             await asyncio.to_thread(self.store.apply_kv_presence, present, evicted)
+        except LibraryUnavailable as error:
+            self._outage.failed(error)
+            self._keep_unwritten(present, evicted)
+            return
         except Exception:
             log.exception("could not record which chunks are in the chunk store")
+            return
+        self._outage.succeeded()
+
+    def _keep_unwritten(self, present: set[str], evicted: set[str]) -> None:
+        """Put back what failed to be written, under what was observed since (which is newer)."""
+        newer_present, newer_evicted = self._present, self._evicted
+        self._present, self._evicted = set(), set()
+        self._note(present, evicted)
+        self._note(newer_present, newer_evicted)
 
     async def _run(self) -> None:
         while True:

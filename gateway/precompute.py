@@ -2,23 +2,30 @@
 
 One request at a time keeps ingestion from starving serving: each precompute is a short
 prefill that vLLM batches with live requests. Work survives restarts: pending chunks are read
-from the document store, so a restart resumes where the last run stopped.
+from the document store, so a restart resumes where the last run stopped. With a library shared
+by replicas each chunk is claimed by one of them (`claim_pending_chunks`), and every replica
+looks for unclaimed work now and then, so chunks a crashed replica had claimed get done too.
+While the library's database is down the loop logs once and retries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from engine.chunk_cache import ChunkCache
 from gateway.metrics import PRECOMPUTED_CHUNKS
 from retriever.library import Library
+from retriever.library_store import LibraryStore, LibraryUnavailable
+from retriever.outage_log import OutageLog
 from retriever.records import ChunkRow
-from retriever.store import DocumentStore
 
 log = logging.getLogger(__name__)
 BATCH = 16
 RETRY_SECONDS = 5
+RESCAN_SECONDS = 30
+"""How often to look for work nobody announced: another replica's, or expired claims."""
 
 
 class Precomputer:
@@ -27,6 +34,7 @@ class Precomputer:
         self.chunk_cache = chunk_cache
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._outage = OutageLog(log, "chunk precompute")
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="chunk-precompute")
@@ -42,18 +50,24 @@ class Precomputer:
     async def _run(self) -> None:
         store = self.library.store
         while True:
-            await self._wake.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), RESCAN_SECONDS)
             self._wake.clear()
             try:
-                while rows := await asyncio.to_thread(store.pending_chunks, BATCH):
+                while rows := await asyncio.to_thread(store.claim_pending_chunks, BATCH):
                     for row in rows:
                         await self._precompute(store, row)
+                self._outage.succeeded()
+            except LibraryUnavailable as error:
+                self._outage.failed(error)
+                await asyncio.sleep(RETRY_SECONDS)
+                self.notify()
             except Exception:
                 log.exception("chunk precompute stopped; retrying in %s s", RETRY_SECONDS)
                 await asyncio.sleep(RETRY_SECONDS)
                 self.notify()
 
-    async def _precompute(self, store: DocumentStore, row: ChunkRow) -> None:
+    async def _precompute(self, store: LibraryStore, row: ChunkRow) -> None:
         try:
             stats = await self.chunk_cache.precompute(row.token_ids)
         except Exception:

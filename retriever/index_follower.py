@@ -65,7 +65,7 @@ class IndexFollower:
         with self._lock:
             while True:
                 with self._db.snapshot() as connection:
-                    if self.last_applied is None or changelog.floor(connection) > self.last_applied:
+                    if self._must_rebuild(connection):
                         self._rebuild(connection)
                     changes = changelog.changes_after(
                         connection, self.last_applied or 0, CHANGES_PER_READ
@@ -81,6 +81,13 @@ class IndexFollower:
                     self._apply(change, vectors)
                 if len(changes) < CHANGES_PER_READ:
                     return
+
+    def _must_rebuild(self, connection: psycopg.Connection) -> bool:
+        """First start, changes trimmed before this replica applied them, or a database that
+        went back in time (restored from a backup)."""
+        if self.last_applied is None:
+            return True
+        return not changelog.floor(connection) <= self.last_applied <= changelog.latest(connection)
 
     def _rebuild(self, connection: psycopg.Connection) -> None:
         latest = changelog.latest(connection)

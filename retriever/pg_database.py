@@ -1,29 +1,28 @@
 """Connections to the shared library's PostgreSQL database, and what an outage looks like.
 
-A small pool per replica: each block borrows one connection, checked before it is handed out, so
-connections broken by a database restart are replaced instead of failing a request. Every error
-that means "the database cannot be reached" (refused, dropped, timed out) leaves here as
-`LibraryUnavailable`, which the gateway answers with a 503; a transaction that fails is rolled
-back whole.
+Each block borrows a connection: an idle one that still answers, or a new one. Nothing retries in
+the background, so a request during an outage fails at once (refused, or after
+`CONNECT_TIMEOUT_S`) and the first one after the database is back succeeds. Every error that
+means "the database cannot be reached" leaves here as `LibraryUnavailable`, which the gateway
+answers with a 503; a transaction that fails is rolled back whole.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from retriever.library_store import LibraryUnavailable
 from retriever.pg_schema import ensure_schema
 
 CONNECT_TIMEOUT_S = 3
 """How long opening a connection may take before the database counts as unreachable."""
-WAIT_TIMEOUT_S = 5.0
-"""How long a caller waits for a connection from the pool before the same verdict."""
-POOL_SIZE = 4
+IDLE_CONNECTIONS = 8
+"""Connections kept open between uses; more are opened while more threads need one."""
 
 
 class PgDatabase:
@@ -32,26 +31,16 @@ class PgDatabase:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._pool = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=POOL_SIZE,
-            timeout=WAIT_TIMEOUT_S,
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": CONNECT_TIMEOUT_S,
-                "application_name": "ragblend",
-            },
-            check=ConnectionPool.check_connection,
-            open=False,
-            name="ragblend-library",
-        )
-        self._pool.open(wait=False)
+        self._idle: list[psycopg.Connection] = []
+        self._lock = threading.Lock()
         with self.transaction() as connection:
             ensure_schema(connection)
 
     def close(self) -> None:
-        self._pool.close()
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
@@ -77,10 +66,41 @@ class PgDatabase:
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:
         try:
-            with self._pool.connection() as connection:
+            connection = self._borrow()
+            try:
                 yield connection
-        except (psycopg.OperationalError, PoolTimeout) as error:
+            finally:
+                self._give_back(connection)
+        except psycopg.OperationalError as error:
             raise LibraryUnavailable(f"document library unavailable: {_reason(error)}") from error
+
+    def _borrow(self) -> psycopg.Connection:
+        while True:
+            with self._lock:
+                connection = self._idle.pop() if self._idle else None
+            if connection is None:
+                return psycopg.connect(
+                    self.url,
+                    autocommit=True,
+                    connect_timeout=CONNECT_TIMEOUT_S,
+                    application_name="ragblend",
+                )
+            try:
+                connection.execute("")  # still there after a database restart?
+                return connection
+            except psycopg.Error:
+                connection.close()
+
+    def _give_back(self, connection: psycopg.Connection) -> None:
+        healthy = (
+            not connection.closed
+            and connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        )
+        with self._lock:
+            if healthy and len(self._idle) < IDLE_CONNECTIONS:
+                self._idle.append(connection)
+                return
+        connection.close()
 
 
 class QmarkConnection:

@@ -2,7 +2,8 @@
 shared document library.
 
 `running_postgres()` runs `initdb` into a fresh temporary folder, starts `postgres` on
-127.0.0.1:`port` (fsync off: nothing here must survive a power cut) and creates the database
+127.0.0.1:`port` (fsync off: nothing here must survive a power cut, but every commit is written
+before it is acknowledged, so it survives `kill()`) and creates the database
 `ragblend`; `url` is what `RAGBLEND_DATABASE_URL` takes. Tests `stop()` (clean shutdown) or
 `kill()` (immediate shutdown, as a crash) the server to simulate an outage and `start()` it again on
 the same port and cluster, with its data. PostgreSQL refuses to run as root, so as root the
@@ -104,7 +105,7 @@ class PostgresServer:
         command = self._command(
             "postgres", "-D", str(self.cluster), "-k", str(self.directory),
             "-p", str(self.port), "-h", "127.0.0.1",
-            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+            "-c", "fsync=off", "-c", "full_page_writes=off",
         )  # fmt: skip
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=log)

@@ -1,0 +1,57 @@
+"""Document status keeps following the chunk store through a database outage: what the engine
+reported while PostgreSQL was down is written once it is back, and the outage is logged once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import numpy as np
+
+from engine.contract import BlendStats
+from gateway.kv_status import KVStatusFollower
+from retriever.chunking import Chunk
+from retriever.pg_database import PgDatabase
+from retriever.pg_store import PgDocumentStore
+from retriever.records import DocumentDraft
+from tests.unit import pg_library_parts
+
+postgres = pg_library_parts.postgres
+database_url = pg_library_parts.database_url
+
+
+def stats(present: tuple[str, ...], evicted: tuple[str, ...] = ()) -> BlendStats:
+    return BlendStats("blend", 0, 0, len(present), 0, 0, chunk_keys=present, evicted_keys=evicted)
+
+
+def test_presence_observed_during_an_outage_is_written_after_it(database_url, postgres, caplog):
+    store = PgDocumentStore(PgDatabase(database_url))
+    chunks = [Chunk(f"part {n}", [n], 0, 1) for n in range(2)]
+    draft = DocumentDraft("a", "hash-a", {}, 10, chunks)
+    chunk_ids = store.add_documents([draft], np.ones((2, 4), dtype=np.float32))[0].chunk_ids
+    for number, chunk_id in enumerate(chunk_ids):
+        store.mark_chunk_cached(chunk_id, f"key-{number}")
+    follower = KVStatusFollower(store)
+    caplog.set_level(logging.WARNING, logger="gateway.kv_status")
+
+    async def scenario() -> None:
+        follower.observe(stats((), evicted=("key-0",)))
+        await follower.apply()
+        assert store.get_document("a").status == "indexed"
+        postgres.stop()
+        follower.observe(stats(("key-0",)))
+        await follower.apply()  # fails, kept
+        follower.observe(stats(("key-1",), evicted=("key-0",)))
+        follower.observe(stats(("key-0",)))  # the newest word on key-0: present
+        await follower.apply()
+        postgres.start()
+        await follower.apply()
+
+    try:
+        asyncio.run(scenario())
+        assert store.get_document("a").status == "cached"
+    finally:
+        store.close()
+    messages = [record.getMessage() for record in caplog.records]
+    assert sum("paused" in message for message in messages) == 1
+    assert sum("resumed" in message for message in messages) == 1
