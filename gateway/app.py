@@ -40,7 +40,7 @@ from gateway.routes import (
 from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.store_metrics import CHUNK_STORE
-from retriever.library import Library
+from retriever.library import STORE_FILE, Library
 from retriever.rag_objects import RagObjects
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,12 @@ async def _open_library(settings: Settings, tokenizer: Any) -> Library | None:
     def open_library() -> Library:
         embedder = Embedder(settings.embedding_model)
         return Library(
-            settings.library_dir, tokenizer, embedder, settings.index_kind, settings.chunk_tokens
+            settings.library_dir,
+            tokenizer,
+            embedder,
+            settings.index_kind,
+            settings.chunk_tokens,
+            settings.database_url,
         )
 
     try:
@@ -152,7 +157,9 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
         if state.library is not None:
             LIBRARY_PROGRESS.store = state.library.store
         if state.library is not None:
-            state.rag_objects = await asyncio.to_thread(RagObjects, state.library.store.path)
+            # OpenAI's files, vector stores and responses stay in this server's SQLite file.
+            objects_path = state.library.data_dir / STORE_FILE
+            state.rag_objects = await asyncio.to_thread(RagObjects, objects_path)
         if state.library is not None and engine.blending:
             state.precomputer = Precomputer(state.library, state.chunk_cache)
             state.precomputer.start()

@@ -15,6 +15,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from retriever.library_store import LibraryUnavailable
+
 log = logging.getLogger(__name__)
 
 _TYPE_BY_STATUS = {
@@ -94,6 +96,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         message, param = _describe_validation(exc)
         return error_response(APIError(400, message, param=param))
+
+    @app.exception_handler(LibraryUnavailable)
+    async def _library_unavailable(_: Request, exc: LibraryUnavailable) -> JSONResponse:
+        return error_response(APIError(503, str(exc), code="library_unavailable"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

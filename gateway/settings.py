@@ -137,6 +137,12 @@ class Settings(BaseSettings):
     index_kind: Literal["flat", "hnsw"] = Field(
         "flat", description="FAISS index: exact inner product, or HNSW for large collections."
     )
+    database_url: str | None = Field(
+        None,
+        pattern=r"^postgres(ql)?://",
+        description="PostgreSQL holding the document library shared by replicas "
+        "(`postgresql://user@host:5432/ragblend`); unset: a SQLite file under the data dir.",
+    )
     embedding_model: Path | None = Field(
         None, description="Local sentence-transformers model; default: bundled all-MiniLM-L6-v2."
     )

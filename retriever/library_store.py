@@ -7,12 +7,14 @@ it also moves the vector index (`retriever.local_backend`, `retriever.pg_backend
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-
-from retriever.index import VectorIndex
 from retriever.records import ChunkRow, DocumentDraft, DocumentRow, DocumentStatus, Insertion
+
+if TYPE_CHECKING:  # the gateway imports `LibraryUnavailable` without the retrieval extras
+    import numpy as np
+
+    from retriever.index import VectorIndex
 
 
 class LibraryUnavailable(RuntimeError):
