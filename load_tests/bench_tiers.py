@@ -1,24 +1,41 @@
-"""The chunk-store tiers `bench_blend` compares, and what their stored entries weigh.
+"""The chunk-store tiers `bench_blend` compares, what their stored entries weigh, and how fast
+they stream.
 
 Each phase of the TTFT benchmark serves chunk KV from one tier: the memory tier, or a memory
 tier too small to hold a chunk in front of the disk tier or of a Redis tier (then with a disk tier
 too small to hold one either), each slow tier in the raw, lossless or int8 format. After the chunks
 are stored, the slow tier's entries are read back and their headers verified, which gives the
 bytes per token each format really costs on the model, headers and scales included.
+
+    python -m load_tests.bench_tiers <data dir>/chunk_kv [--chunks 6] [--repeats 9]
+
+times the load path alone, without the engine: a server's largest stored chunks streamed layer by
+layer from the memory tier and from a disk and a Redis tier in each format (its own redis-server).
 """
 
 from __future__ import annotations
 
+import argparse
 import io
+import statistics
+import sys
+import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from engine.kvstore.base import KVTier
 from engine.kvstore.codec import EntryReader
-from engine.kvstore.disk import ENTRY_SUFFIX
+from engine.kvstore.disk import ENTRY_SUFFIX, DiskTier
+from engine.kvstore.entry import ChunkKV
+from engine.kvstore.keys import ChunkKey
+from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.mac import EntryMac
-from engine.kvstore.redis_tier import KEY_PREFIX
+from engine.kvstore.memory import MemoryTier
+from engine.kvstore.redis_tier import KEY_PREFIX, RedisTier
+from engine.kvstore.secret import load_or_create_secret
 
 ALL_MODES = (
     "full",
@@ -139,3 +156,63 @@ def with_memory_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ratio = None if base is None else round(row["median_ttft_s"] / base, 3)
         ratios.append({**row, "vs_memory": ratio})
     return ratios
+
+
+def stream_seconds(tier: KVTier, keys: list[ChunkKey], repeats: int) -> list[float]:
+    """Seconds to stream every layer of every entry under `keys` from `tier`, once per repeat."""
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for key in keys:
+            stream = tier.load_layers(key)
+            if stream is None:
+                raise RuntimeError(f"{tier.name} lost {key}")
+            with stream:
+                for _ in stream:
+                    pass
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def main() -> int:
+    """Stream a server's largest stored chunks from each tier and format: the load path alone."""
+    from load_tests.redis_launcher import running_redis
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("chunk_kv", type=Path, help="a server's <data dir>/chunk_kv")
+    parser.add_argument("--chunks", type=int, default=6, help="the largest entries, one prompt")
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args()
+    secret = load_or_create_secret(args.chunk_kv / "secret")
+    paths = sorted((args.chunk_kv / "store").glob(f"*{ENTRY_SUFFIX}"), key=_size)
+    tiers: dict[str, KVTier] = {"memory": MemoryTier(1 << 34)}
+    entries = {}
+    for path in paths[-args.chunks :]:
+        with path.open("rb") as stream:
+            reader = EntryReader(stream, _size(path), EntryMac(secret, path.stem))
+            entries[ChunkKey(path.stem)] = ChunkKV.read_from(reader)
+    print(f"{len(entries)} chunks, {sum(e.num_tokens for e in entries.values())} tokens")
+    with tempfile.TemporaryDirectory() as workdir, running_redis(Path(workdir) / "r") as url:
+        for form in LayerFormat:
+            name = form.name.lower()
+            tiers[f"disk-{name}"] = DiskTier(Path(workdir) / name, secret, layer_format=form)
+            tiers[f"redis-{name}"] = RedisTier(url, secret, 5.0, name=name, layer_format=form)
+        for name, tier in tiers.items():
+            for key, entry in entries.items():
+                tier.put(key, entry)
+            samples = stream_seconds(tier, list(entries), args.repeats)
+            print(f"{name:16} min {min(samples):.3f} s  median {statistics.median(samples):.3f} s")
+            if isinstance(tier, RedisTier):
+                meter = tier.stats()
+                print(f"{'':16} meter: {meter['latency_us']} us, {meter['bytes_per_s']:,} B/s")
+                for key in entries:  # the next format's entries are written afresh
+                    tier.delete(key)
+    return 0
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size
+
+
+if __name__ == "__main__":
+    sys.exit(main())
