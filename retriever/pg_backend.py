@@ -18,14 +18,18 @@ from retriever.records import ChunkRow, DocumentDraft, Insertion
 
 
 class SharedBackend:
-    """Opens (and if need be creates) the library at `url` and starts following it."""
+    """Opens (and if need be creates) the library at `url` and starts following it. With the
+    database down it opens anyway: every library call raises `LibraryUnavailable` until the
+    database is back and the follower has built the index."""
 
     def __init__(self, url: str, index_kind: IndexKind, dim: int) -> None:
         database = PgDatabase(url)
+        self.store = PgDocumentStore(database)
+        self.follower = IndexFollower(database, index_kind, dim)
         try:
-            self.store = PgDocumentStore(database)
-            self.follower = IndexFollower(database, index_kind, dim)
             self.follower.catch_up()
+        except LibraryUnavailable:
+            pass  # logged by the database; the follower builds the index once it is back
         except BaseException:
             database.close()
             raise

@@ -9,6 +9,7 @@ answers with a 503; a transaction that fails is rolled back whole.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ import psycopg
 from retriever.library_store import LibraryUnavailable
 from retriever.pg_schema import ensure_schema
 
+logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 3
 """How long opening a connection may take before the database counts as unreachable."""
 IDLE_CONNECTIONS = 8
@@ -33,8 +35,12 @@ class PgDatabase:
         self.url = url
         self._idle: list[psycopg.Connection] = []
         self._lock = threading.Lock()
-        with self.transaction() as connection:
-            ensure_schema(connection)
+        self._schema_ensured = False
+        try:
+            with self.reading():  # connect now: creates the tables, or tells the database is down
+                pass
+        except LibraryUnavailable as error:
+            logger.warning("%s; the library opens once the database is reachable", error)
 
     def close(self) -> None:
         with self._lock:
@@ -79,17 +85,30 @@ class PgDatabase:
             with self._lock:
                 connection = self._idle.pop() if self._idle else None
             if connection is None:
-                return psycopg.connect(
-                    self.url,
-                    autocommit=True,
-                    connect_timeout=CONNECT_TIMEOUT_S,
-                    application_name="ragblend",
-                )
+                return self._connect()
             try:
                 connection.execute("")  # still there after a database restart?
                 return connection
             except psycopg.Error:
                 connection.close()
+
+    def _connect(self) -> psycopg.Connection:
+        """A new connection; the first one to succeed makes sure the tables exist."""
+        connection = psycopg.connect(
+            self.url,
+            autocommit=True,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            application_name="ragblend",
+        )
+        if not self._schema_ensured:
+            try:
+                with connection.transaction():
+                    ensure_schema(connection)
+            except BaseException:
+                connection.close()
+                raise
+            self._schema_ensured = True
+        return connection
 
     def _give_back(self, connection: psycopg.Connection) -> None:
         healthy = (

@@ -140,3 +140,16 @@ def test_a_replica_behind_the_trimmed_log_rebuilds(replicas, postgres):
     assert b.index.ids() == a.store.chunk_ids()
     assert found(b, "Eiffel Tower") == set()
     assert found(b, "photosynthesis oxygen") == {"plants"}
+
+
+def test_a_replica_started_while_the_database_is_down_follows_once_it_is_up(replicas, postgres):
+    postgres.stop()
+    early = replicas("early")
+    with pytest.raises(LibraryUnavailable):
+        early.ingest([NewDocument("tower", TOWER)])
+    postgres.start()
+    a = replicas("a")
+    a.ingest([NewDocument("bread", BREAD)])
+    eventually(lambda: found(early, "sourdough yeast") == {"bread"})
+    early.ingest([NewDocument("tower", TOWER)])
+    assert found(early, "Eiffel Tower") == {"tower"}
