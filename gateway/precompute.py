@@ -22,7 +22,9 @@ from retriever.outage_log import OutageLog
 from retriever.records import ChunkRow
 
 log = logging.getLogger(__name__)
-BATCH = 16
+BATCH = 1
+"""Chunks claimed at a time: one, so a claim's lease covers a single precompute however busy the
+engine is, and no replica holds work it has not started."""
 RETRY_SECONDS = 5
 RESCAN_SECONDS = 30
 """How often to look for work nobody announced: another replica's, or expired claims."""
