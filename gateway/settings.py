@@ -100,10 +100,11 @@ class Settings(BaseSettings):
     chunk_cache_disk_gib: float = Field(
         20.0, gt=0, description="Disk tier of the chunk KV store (under the data dir), in GiB."
     )
-    chunk_cache_format: Literal["raw", "int8"] = Field(
-        "raw",
-        description="How the disk and Redis tiers store chunk KV: `raw` (exact) or `int8` "
-        "(8-bit K per channel and V per token: half the bytes of bf16); memory keeps it raw.",
+    chunk_cache_format: Literal["raw", "lossless", "int8"] = Field(
+        "lossless",
+        description="How the disk and Redis tiers store chunk KV: `lossless` (exact, the "
+        "exponent bytes zstd-coded: 0.68x of bf16), `raw` (exact) or `int8` (8-bit K per "
+        "channel and V per token: half the bytes of bf16); memory keeps it raw.",
     )
     chunk_cache_redis_url: str = Field(
         "",
