@@ -15,8 +15,7 @@ import logging
 from collections.abc import Iterable
 
 from engine.contract import BlendStats
-from retriever.library_store import LibraryStore, LibraryUnavailable
-from retriever.outage_log import OutageLog
+from retriever.library_store import LibraryStore, LibraryUnavailable, OutageLog
 
 log = logging.getLogger(__name__)
 APPLY_EVERY_SECONDS = 1.0

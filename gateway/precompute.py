@@ -17,8 +17,7 @@ import logging
 from engine.chunk_cache import ChunkCache
 from gateway.metrics import PRECOMPUTED_CHUNKS
 from retriever.library import Library
-from retriever.library_store import LibraryStore, LibraryUnavailable
-from retriever.outage_log import OutageLog
+from retriever.library_store import LibraryStore, LibraryUnavailable, OutageLog
 from retriever.records import ChunkRow
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,7 @@ import psycopg
 
 from retriever import changelog
 from retriever.index import IndexKind, VectorIndex
-from retriever.library_store import LibraryUnavailable
-from retriever.outage_log import OutageLog
+from retriever.library_store import LibraryUnavailable, OutageLog
 from retriever.pg_database import PgDatabase
 
 logger = logging.getLogger(__name__)

@@ -1,11 +1,13 @@
 """What the library and the gateway's background loops need from a document store, whichever
 database holds it: the embedded SQLite file (`retriever.store`) or the PostgreSQL database shared
-by replicas (`retriever.pg_store`). Adding and deleting documents is the backend's job, because
-it also moves the vector index (`retriever.local_backend`, `retriever.pg_backend`).
+by replicas (`retriever.pg_store`); and how an unreachable database shows (`LibraryUnavailable`,
+`OutageLog`). Adding and deleting documents is the backend's job, because it also moves the
+vector index (`retriever.local_backend`, `retriever.pg_backend`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -22,6 +24,27 @@ class LibraryUnavailable(RuntimeError):
 
     The message starts with "document library unavailable:" and says why.
     """
+
+
+class OutageLog:
+    """One warning when the library's database becomes unreachable and one when it is back, for
+    background loops that retry every few seconds: call `failed(error)` on every failed attempt
+    and `succeeded()` on every good one."""
+
+    def __init__(self, logger: logging.Logger, what: str) -> None:
+        self.logger = logger
+        self.what = what
+        self.down = False
+
+    def failed(self, error: BaseException) -> None:
+        if not self.down:
+            self.down = True
+            self.logger.warning("%s paused, retrying until it is back: %s", self.what, error)
+
+    def succeeded(self) -> None:
+        if self.down:
+            self.down = False
+            self.logger.warning("%s resumed: the document library is reachable again", self.what)
 
 
 class LibraryStore(Protocol):
