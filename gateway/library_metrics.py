@@ -13,15 +13,15 @@ from collections.abc import Iterator
 
 from prometheus_client.core import REGISTRY, GaugeMetricFamily, Metric
 
+from retriever.library_store import LibraryStore, LibraryUnavailable
 from retriever.records import DOCUMENT_STATUSES
-from retriever.store import DocumentStore
 
 log = logging.getLogger(__name__)
 
 
 class LibraryProgressCollector:
     def __init__(self) -> None:
-        self.store: DocumentStore | None = None
+        self.store: LibraryStore | None = None
         """Set once the library is open; nothing is exported before."""
 
     def collect(self) -> Iterator[Metric]:
@@ -29,6 +29,8 @@ class LibraryProgressCollector:
             return
         try:
             by_status, waiting = self.store.progress()
+        except LibraryUnavailable:
+            return  # the library's background loops report the outage, once
         except Exception:
             log.exception("could not read ingest progress for /metrics")
             return
