@@ -18,9 +18,18 @@ def resolve_device(requested: Literal["auto", "cpu", "cuda"]) -> Device:
 
 
 def prepare_environment(
-    device: Device, cache_dir: Path, kv_cache_gib: float, log_level: str
+    device: Device,
+    cache_dir: Path,
+    kv_cache_gib: float,
+    log_level: str,
+    tensor_parallel_size: int = 1,
 ) -> None:
-    """Set vLLM's environment before the engine is created; explicit user values win."""
+    """Set vLLM's environment before the engine is created; explicit user values win.
+
+    On CPU, vLLM runs one worker process per tensor-parallel rank and by default binds each
+    rank's threads to a NUMA node of its own; with fewer nodes than ranks it refuses to start,
+    so the ranks then share the cores unbound (``VLLM_CPU_OMP_THREADS_BIND=nobind``).
+    """
     cache_dir.mkdir(parents=True, exist_ok=True)
     defaults = {
         "VLLM_CACHE_ROOT": str(cache_dir.resolve()),
@@ -33,8 +42,14 @@ def prepare_environment(
     }
     if device == "cpu":
         defaults["VLLM_CPU_KVCACHE_SPACE"] = _gib_for_vllm(kv_cache_gib)
+        if tensor_parallel_size > _numa_nodes():
+            defaults["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
     for name, value in defaults.items():
         os.environ.setdefault(name, value)
+
+
+def _numa_nodes() -> int:
+    return max(1, len(list(Path("/sys/devices/system/node").glob("node[0-9]*"))))
 
 
 def _gib_for_vllm(gib: float) -> str:

@@ -31,6 +31,7 @@ class EngineOptions:
     gpu_memory_utilization: float
     enable_prefix_caching: bool
     max_num_seqs: int
+    tensor_parallel_size: int = 1
     blend: BlendSettings | None = None
     log_level: str = "info"
 
@@ -53,12 +54,39 @@ def blending_unsupported_reason(model_dir: Path) -> str | None:
     return None
 
 
+def tensor_parallel_problem(model_dir: Path, tensor_parallel_size: int) -> str | None:
+    """Why the model cannot be split across ``tensor_parallel_size`` ranks, or None.
+
+    Each rank takes an equal share of the query heads and of the KV heads (vLLM also replicates
+    KV heads when there are fewer than ranks, but then ranks hold copies of one head and the
+    blend's per-head scores could no longer be summed across ranks).
+    """
+    if tensor_parallel_size == 1:
+        return None
+    config = json.loads((model_dir / "config.json").read_text())
+    heads = int(config["num_attention_heads"])
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    if heads % tensor_parallel_size or kv_heads % tensor_parallel_size:
+        return (
+            f"tensor_parallel_size {tensor_parallel_size} must divide the model's "
+            f"{heads} attention heads and {kv_heads} KV heads ({model_dir.name})"
+        )
+    return None
+
+
 class Engine:
     """Owns the vLLM ``AsyncLLM``. Construction is blocking (tens of seconds on CPU)."""
 
     def __init__(self, options: EngineOptions) -> None:
+        problem = tensor_parallel_problem(options.model_dir, options.tensor_parallel_size)
+        if problem is not None:
+            raise ValueError(problem)
         prepare_environment(
-            options.device, options.cache_dir, options.kv_cache_gib, options.log_level
+            options.device,
+            options.cache_dir,
+            options.kv_cache_gib,
+            options.log_level,
+            options.tensor_parallel_size,
         )
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
@@ -82,6 +110,7 @@ class Engine:
             max_model_len=options.max_model_len,
             enable_prefix_caching=options.enable_prefix_caching,
             max_num_seqs=options.max_num_seqs,
+            tensor_parallel_size=options.tensor_parallel_size,
             enforce_eager=options.device == "cpu",
             gpu_memory_utilization=options.gpu_memory_utilization,
             disable_log_stats=True,

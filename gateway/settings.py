@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     )
     enable_prefix_caching: bool = Field(True, description="vLLM's own exact-prefix KV reuse.")
     max_num_seqs: int = Field(16, ge=1, description="Sequences the engine batches at once.")
+    tensor_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="Processes (CPU) or GPUs that split the model; must divide its heads.",
+    )
     max_concurrent_requests: int = Field(
         64, ge=1, description="Requests admitted at once; more are refused with 429."
     )

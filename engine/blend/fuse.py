@@ -20,8 +20,10 @@ from engine.blend.attention import selective_attention
 from engine.blend.rope import RopeSpec, rotate_keys
 from engine.blend.select import (
     GradualSchedule,
+    HeadSum,
     keep_count,
     kv_deviation,
+    local_heads_only,
     question_attention,
     select_top,
 )
@@ -115,6 +117,7 @@ def blend_prefill(
     attend: Attend | None = None,
     question_start: int | None = None,
     settled: int = 0,
+    sum_heads: HeadSum = local_heads_only,
 ) -> BlendResult:
     """Compute the fused K/V of every layer for ``token_ids`` (positions 0..n-1) into ``sink``.
 
@@ -124,7 +127,8 @@ def blend_prefill(
     ``question_start`` (default: the end of the last cached chunk) is where the tokens whose
     attention the "attn" metric measures begin. Positions before ``settled`` already hold their
     final K/V where ``attend`` reads (vLLM's prefix cache): they are neither computed nor
-    selected, and their rows of the fused K/V given to ``sink`` are meaningless.
+    selected, and their rows of the fused K/V given to ``sink`` are meaningless. ``sum_heads``
+    completes selection scores over the heads other tensor-parallel ranks hold.
     """
     if chunks and rope is None:
         raise ValueError("cached chunks need a RoPE spec to be moved to their new positions")
@@ -164,10 +168,14 @@ def blend_prefill(
         if keep is not None:
             keep = max(0, keep - head_tokens)
             if metric == "attn":
-                scores = _question_attention(q, active, k_fused, question_start, model.scale)
+                scores = _question_attention(
+                    q, active, k_fused, question_start, model.scale, sum_heads
+                )
             else:
                 stored = (k_cached[active], v_cached[active])
-                scores = kv_deviation(k_fresh, v_fresh, *stored, metric, selection.normalize)
+                scores = kv_deviation(
+                    k_fresh, v_fresh, *stored, metric, selection.normalize, sum_heads
+                )
             rows = _rows_to_keep(active, cached, scores, keep)
             q, residual, active = q[rows], residual[rows], active[rows]
 
@@ -197,11 +205,11 @@ def _cached_layer(
 
 
 def _question_attention(
-    q: Tensor, active: Tensor, keys: Tensor, question_start: int, scale: float
+    q: Tensor, active: Tensor, keys: Tensor, question_start: int, scale: float, sum_heads: HeadSum
 ) -> Tensor:
     """Per active row: the attention the question (tokens after the last chunk) pays to it."""
     asking = active >= question_start
-    return question_attention(q[asking], active[asking], keys, scale)[active]
+    return question_attention(q[asking], active[asking], keys, scale, sum_heads)[active]
 
 
 def _rows_to_keep(active: Tensor, cached: Tensor, scores: Tensor, keep: int) -> Tensor:

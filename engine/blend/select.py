@@ -2,10 +2,15 @@
 
 Tokens whose fresh K/V deviate most from the cached (re-positioned) K/V are the ones that missed
 cross-chunk attention; they are recomputed, together with tokens that have no cache at all.
+
+Under tensor parallelism each rank holds only some heads, so every per-token score is a partial
+sum over heads. The caller passes a ``HeadSum`` that completes it across ranks (vLLM's
+all-reduce) before anything is divided or ranked, so that every rank selects the same tokens.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -16,21 +21,29 @@ from engine.contract import DEVIATION_METRICS, Metric
 
 _EPS = 1e-6
 
+HeadSum = Callable[[Tensor], Tensor]
+"""Completes a per-token sum over this rank's heads into the sum over all heads (all ranks)."""
+
+
+def local_heads_only(partial: Tensor) -> Tensor:
+    """The ``HeadSum`` of a model that is not split: this process holds every head."""
+    return partial
+
 
 def _token_norm(x: Tensor) -> Tensor:
     """L2 norm over head_dim summed over heads: [num_tokens, heads, dim] -> [num_tokens]."""
     return torch.linalg.vector_norm(x.float(), dim=-1).sum(dim=-1)
 
 
-def _deviation(fresh: Tensor, cached: Tensor, normalize: bool) -> Tensor:
+def _deviation(fresh: Tensor, cached: Tensor, normalize: bool, sum_heads: HeadSum) -> Tensor:
     if fresh.shape != cached.shape or fresh.dim() != 3:
         raise ValueError(
             f"fresh and cached must share a [num_tokens, heads, dim] shape, "
             f"got {tuple(fresh.shape)} and {tuple(cached.shape)}"
         )
-    deviation = _token_norm(fresh.float() - cached.float())
+    deviation = sum_heads(_token_norm(fresh.float() - cached.float()))
     if normalize:
-        deviation = deviation / _token_norm(cached).clamp_min(_EPS)
+        deviation = deviation / sum_heads(_token_norm(cached)).clamp_min(_EPS)
     return deviation
 
 
@@ -41,31 +54,37 @@ def kv_deviation(
     cached_v: Tensor,
     metric: Metric,
     normalize: bool,
+    sum_heads: HeadSum = local_heads_only,
 ) -> Tensor:
     """Per-token deviation [num_tokens] (fp32) of fresh from cached K and/or V.
 
-    For each token, the L2 distance over head_dim is summed over heads. With `normalize`, it is
-    divided by the cached tensor's norm taken the same way; for "kv" the K and V terms are
-    normalized separately and added.
+    For each token, the L2 distance over head_dim is summed over heads (``sum_heads`` adds the
+    other ranks' heads). With `normalize`, it is divided by the cached tensor's norm taken the
+    same way; for "kv" the K and V terms are normalized separately and added.
     """
     if metric not in DEVIATION_METRICS:
         raise ValueError(f"metric must be 'k', 'v' or 'kv', got {metric!r}")
     total = torch.zeros(fresh_k.shape[0], dtype=torch.float32, device=fresh_k.device)
     if metric in ("k", "kv"):
-        total = total + _deviation(fresh_k, cached_k, normalize)
+        total = total + _deviation(fresh_k, cached_k, normalize, sum_heads)
     if metric in ("v", "kv"):
-        total = total + _deviation(fresh_v, cached_v, normalize)
+        total = total + _deviation(fresh_v, cached_v, normalize, sum_heads)
     return total
 
 
 def question_attention(
-    queries: Tensor, query_positions: Tensor, keys: Tensor, scale: float
+    queries: Tensor,
+    query_positions: Tensor,
+    keys: Tensor,
+    scale: float,
+    sum_heads: HeadSum = local_heads_only,
 ) -> Tensor:
     """Attention mass [num_keys] (fp32) the question's queries put on each key position.
 
     queries: [num_queries, heads, dim] at prompt positions ``query_positions``; keys:
     [num_keys, kv_heads, dim] for positions 0..num_keys-1. Each query's causal softmax over the
-    keys up to its own position, summed over queries and heads.
+    keys up to its own position, summed over queries and heads (``sum_heads`` adds the other
+    ranks' heads).
     """
     heads, kv_heads = queries.shape[1], keys.shape[1]
     expanded = keys.float().repeat_interleave(heads // kv_heads, dim=1)
@@ -73,7 +92,7 @@ def question_attention(
     key_positions = torch.arange(keys.shape[0], device=keys.device)
     future = key_positions[None, :] > query_positions.to(keys.device)[:, None]
     logits.masked_fill_(future[None], float("-inf"))
-    return logits.softmax(dim=-1).sum(dim=(0, 1))
+    return sum_heads(logits.softmax(dim=-1).sum(dim=(0, 1)))
 
 
 def _fraction_count(fraction: float, num: int) -> int:

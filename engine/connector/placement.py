@@ -1,12 +1,17 @@
 """Where each chunk of a blend job comes from: the chunk store (hits) or this computation.
 
-A hit streams its cached layers into the blend; a stream that turns out unreadable midway
-raises ``ChunkUnreadable`` so the worker can redo the job with that chunk as a miss.
+Every rank of a split model decides from its own store, cache of its own heads and its own
+load-or-recompute estimate; a chunk is a hit only where every rank can load it, otherwise every
+rank computes it (the forward's collectives need all ranks on one path). A hit whose stream turns
+out corrupt midway is not raised into the forward, which other ranks run in lockstep: the
+remaining layers are zeros, the chunk is noted in ``Placement.corrupt``, and the worker redoes
+the job with that chunk as a miss.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,15 +19,16 @@ import torch
 from torch import Tensor
 
 from engine.blend.fuse import CachedChunk
+from engine.connector.metadata import BlendJob
+from engine.connector.ranks import RankGroup
 from engine.kvstore.codec import CorruptEntry
 from engine.kvstore.entry import ChunkKV
+from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey
+from engine.kvstore.load_meter import ComputeRate
+from engine.kvstore.store import ChunkKVStore
 
-
-class ChunkUnreadable(RuntimeError):
-    def __init__(self, key: ChunkKey) -> None:
-        super().__init__(f"cached chunk {key} turned out corrupt while loading")
-        self.key = key
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,13 +55,88 @@ class Placement:
     keys: list[ChunkKey] = field(default_factory=list)
     """Every placed chunk's key, hit or captured, in prompt order."""
     rejected: int = 0
+    corrupt: set[ChunkKey] = field(default_factory=set)
+    """Hits whose stream failed verification while the blend read it (filled with zeros)."""
 
 
-def cached_layers(stream: Any, key: ChunkKey) -> Iterator[tuple[Tensor, Tensor]]:
+class ChunkPlacer:
+    """Sorts a job's chunks into hits and captures, the same way on every rank."""
+
+    def __init__(
+        self,
+        store: ChunkKVStore,
+        ranks: RankGroup,
+        compute_rate: ComputeRate,
+        chunk_prefix_len: int,
+        expectation: Callable[[Sequence[int]], EntryExpectation],
+    ) -> None:
+        self.store = store
+        self.ranks = ranks
+        self.compute_rate = compute_rate
+        self.chunk_prefix_len = chunk_prefix_len
+        self.expectation = expectation
+
+    def place(
+        self, job: BlendJob, fingerprint: str, reusable: bool, unreadable: set[ChunkKey]
+    ) -> Placement:
+        """Open every chunk this rank can load (unless not ``reusable``), then keep as hits only
+        those every rank opened; a chunk cut by the claim's end is computed like any uncached
+        token. Chunks in ``unreadable`` turned out corrupt before and are misses."""
+        placement = Placement()
+        rejected_before = self._rejected()
+        spans = [span for span in job.plan.spans if span.end <= job.claim_end]
+        streams: list[Any] = []
+        for span in spans:
+            chunk_tokens = job.token_ids[span.start : span.end]
+            key = ChunkKey.for_chunk(fingerprint, chunk_tokens)
+            placement.keys.append(key)
+            loads = reusable and key not in unreadable
+            streams.append(self._open(key, chunk_tokens) if loads else None)
+        everywhere = self.ranks.all_can([stream is not None for stream in streams])
+        for span, key, stream, loadable in zip(
+            spans, placement.keys, streams, everywhere, strict=True
+        ):
+            chunk_tokens = job.token_ids[span.start : span.end]
+            if loadable:
+                layers = cached_layers(stream, key, self.expectation(chunk_tokens), placement)
+                placement.hits.append(
+                    CachedChunk(span.start, span.end, self.chunk_prefix_len, layers)
+                )
+                continue
+            if stream is not None:  # loadable here, not on another rank
+                stream.close()
+            placement.captures.append(Capture(key, span.start, span.end, chunk_tokens))
+        placement.rejected = self._rejected() - rejected_before
+        return placement
+
+    def _open(self, key: ChunkKey, chunk_tokens: list[int]) -> Any:
+        """This rank's stream of the chunk, or None; never raises (other ranks wait to agree)."""
+        try:
+            recompute_s = self.compute_rate.seconds_for(len(chunk_tokens))
+            return self.store.prefetch_layers(key, self.expectation(chunk_tokens), recompute_s)
+        except Exception:
+            log.exception("opening cached chunk %s failed; computing it", key)
+            return None
+
+    def _rejected(self) -> int:
+        return self.store.stats().get("rejected", 0)
+
+
+def cached_layers(
+    stream: Any, key: ChunkKey, expected: EntryExpectation, placement: Placement
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """The stream's (keys, values) per layer; after a corrupt layer, zeros for the rest."""
+    shape = (len(expected.token_ids), expected.num_kv_heads, expected.head_dim)
+    served = 0
     try:
         for _, keys, values in stream:
+            served += 1
             yield keys, values
-    except CorruptEntry as exc:
-        raise ChunkUnreadable(key) from exc
+    except CorruptEntry:
+        log.warning("cached chunk %s turned out corrupt while loading; treating it as a miss", key)
+        placement.corrupt.add(key)
     finally:
         stream.close()
+    for _ in range(served, expected.num_layers):
+        zeros = torch.zeros(shape, dtype=expected.dtype)
+        yield zeros, zeros

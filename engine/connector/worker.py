@@ -1,26 +1,31 @@
 """Worker half: fill each claimed prompt region with blended chunk KV, store missed chunks.
 
-A job reads in three steps: ``_place`` sorts its chunks into verified hits and misses to
-capture, ``_fill`` runs the blend and writes the paged cache, ``_store`` keeps what was
-captured. Nothing read from the chunk store may take the engine down: an entry that fails
-verification or reading is a miss (and deleted), and a blend that fails for any other reason
-is redone as an exact computation of the claimed region, reported as ``fell_back``.
+A job reads in three steps: placing sorts its chunks into verified hits and misses to capture
+(:mod:`engine.connector.placement`), ``_fill`` runs the blend and writes the paged cache,
+``_store`` keeps what was captured. Nothing read from the chunk store may take the engine down:
+an entry that fails verification or reading is a miss (and deleted), and a blend that fails for
+any other reason is redone as an exact computation of the claimed region, reported as
+``fell_back``. Under tensor parallelism every rank runs each job over its own KV heads; each of
+these outcomes is agreed between ranks (:mod:`engine.connector.ranks`) before it changes the
+path, and only one rank reports the statistics.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 
-from engine.blend.fuse import Attend, CachedChunk, Selection, blend_prefill
+from engine.blend.fuse import Attend, BlendResult, Selection, blend_prefill
 from engine.connector.metadata import BlendJob
 from engine.connector.model import VllmDecoder, find_model_runner_model
 from engine.connector.paged_attention import CpuPagedAttention
-from engine.connector.placement import Capture, ChunkUnreadable, Placement, cached_layers
+from engine.connector.placement import Capture, ChunkPlacer, Placement
+from engine.connector.ranks import RankGroup
 from engine.connector.stats import StatsOutbox
 from engine.contract import BlendSettings, BlendStats, SelectionOverrides
 from engine.kvstore.expect import EntryExpectation
@@ -40,10 +45,15 @@ class BlendWorker:
     def __init__(self, settings: BlendSettings, block_size: int) -> None:
         self.settings = settings
         self.block_size = block_size
+        self.ranks = ranks = RankGroup.of_this_worker()
+        # Each rank holds its share of every chunk's heads: the server's budgets are split.
+        disk_bytes = (
+            None if settings.disk_bytes is None else settings.disk_bytes // ranks.world_size
+        )
         self.store = ChunkKVStore.create(
-            settings.memory_bytes,
-            settings.store_dir,
-            settings.disk_bytes,
+            settings.memory_bytes // ranks.world_size,
+            settings.rank_store_dir(ranks.rank, ranks.world_size),
+            disk_bytes,
             secret=chunk_kv_secret(settings.secret_path, settings.shared_secret_hex),
             redis_url=settings.redis_url or None,
             redis_timeout_s=settings.redis_timeout_s,
@@ -65,6 +75,15 @@ class BlendWorker:
             decoder.num_kv_heads,
             decoder.head_dim,
             extra=",".join(map(str, self.settings.chunk_prefix)),
+            tp_rank=self.ranks.rank,
+            tp_size=self.ranks.world_size,
+        )
+        self._placer = ChunkPlacer(
+            self.store,
+            self.ranks,
+            self._compute_rate,
+            len(self.settings.chunk_prefix),
+            self._expectation,
         )
 
     def evict(self, chunks: list[list[int]]) -> None:
@@ -74,27 +93,43 @@ class BlendWorker:
     def run(self, jobs: list[BlendJob]) -> None:
         """Fill every job's claimed slots; raises only if even an exact computation fails."""
         for job in jobs:
-            self._outbox.post(job.request_id, self._run_safely(job))
+            stats = self._run_safely(job)
+            if self.ranks.reports:
+                self._outbox.post(job.request_id, stats)
 
     def close(self) -> None:
         self.store.close()
         self._outbox.close()
 
     def _run_safely(self, job: BlendJob) -> BlendStats:
+        """Blend the job; every rank returns after the same attempts and the same fallback."""
         unreadable: set[ChunkKey] = set()
         while True:
-            try:
-                return self._run(job, unreadable)
-            except ChunkUnreadable as exc:
-                log.warning("%s; treating it as a miss", exc)
-                self.store.delete(exc.key)
-                unreadable.add(exc.key)
-            except Exception:
-                log.exception("blending request %s failed; computing it exactly", job.request_id)
+            outcome = self._attempt(job, unreadable)
+            if self.ranks.any(outcome is None):
                 return self._run_exact(job)
+            placement, result = outcome
+            if not self.ranks.any(bool(placement.corrupt)):
+                break
+            for key in placement.corrupt:  # every rank redoes the job, these as misses
+                self.store.delete(key)
+                unreadable.add(key)
+        self._store(placement.captures)
+        return self._stats(job, placement, result)
 
-    def _run(self, job: BlendJob, unreadable: set[ChunkKey]) -> BlendStats:
-        placement = self._place(job, unreadable)
+    def _attempt(
+        self, job: BlendJob, unreadable: set[ChunkKey]
+    ) -> tuple[Placement, BlendResult] | None:
+        """Place and blend once, or None when blending failed."""
+        try:
+            return self._run(job, unreadable)
+        except Exception:
+            log.exception("blending request %s failed; computing it exactly", job.request_id)
+            return None
+
+    def _run(self, job: BlendJob, unreadable: set[ChunkKey]) -> tuple[Placement, BlendResult]:
+        reusable = self._decoder.rope is not None and job.plan.mode != "full"
+        placement = self._placer.place(job, self.fingerprint, reusable, unreadable)
         ratio = job.plan.effective_ratio if self._decoder.rope is not None else 1.0
         selection = self._selection(ratio, job.plan.overrides)
         started = time.perf_counter()
@@ -102,7 +137,9 @@ class BlendWorker:
         if not placement.hits:  # computed only: what a chunk costs to compute instead of load
             computed = result.recomputed_from(job.num_local_cached)
             self._compute_rate.record(time.perf_counter() - started, computed)
-        self._store(placement.captures)
+        return placement, result
+
+    def _stats(self, job: BlendJob, placement: Placement, result: BlendResult) -> BlendStats:
         # Positions before num_local_cached came from vLLM's prefix cache, not from this blend.
         return BlendStats(
             mode=job.plan.mode,
@@ -137,43 +174,15 @@ class BlendWorker:
         assert self.decoder is not None, "the connector claims nothing without a decoder"
         return self.decoder
 
-    def _expectation(self, token_ids: list[int]) -> EntryExpectation:
+    def _expectation(self, token_ids: Sequence[int]) -> EntryExpectation:
         decoder = self._decoder
         return EntryExpectation(
             token_ids, decoder.num_layers, decoder.num_kv_heads, decoder.head_dim, decoder.dtype
         )
 
-    def _place(self, job: BlendJob, unreadable: set[ChunkKey]) -> Placement:
-        placement = Placement()
-        reusable = self._decoder.rope is not None and job.plan.mode != "full"
-        rejected_before = self._rejected()
-        for span in job.plan.spans:
-            if span.end > job.claim_end:
-                break  # a chunk cut by the claim's end is computed like any uncached token
-            chunk_tokens = job.token_ids[span.start : span.end]
-            key = ChunkKey.for_chunk(self.fingerprint, chunk_tokens)
-            placement.keys.append(key)
-            stream = None
-            if reusable and key not in unreadable:
-                recompute_s = self._compute_rate.seconds_for(len(chunk_tokens))
-                expected = self._expectation(chunk_tokens)
-                stream = self.store.prefetch_layers(key, expected, recompute_s)
-            if stream is not None:
-                prefix_len = len(self.settings.chunk_prefix)
-                placement.hits.append(
-                    CachedChunk(span.start, span.end, prefix_len, cached_layers(stream, key))
-                )
-            else:
-                placement.captures.append(Capture(key, span.start, span.end, chunk_tokens))
-        placement.rejected = self._rejected() - rejected_before
-        return placement
-
-    def _rejected(self) -> int:
-        return self.store.stats().get("rejected", 0)
-
     def _fill(
         self, job: BlendJob, placement: Placement, selection: Selection, capture: bool = True
-    ) -> Any:
+    ) -> BlendResult:
         """Blend the claimed region and write it into the paged cache; captures chunks that were
         computed in place exactly as alone."""
         decoder = self._decoder
@@ -210,6 +219,7 @@ class BlendWorker:
             attend,
             question_start,
             settled,
+            self.ranks.sum_heads,
         )
 
     def _store(self, captures: list[Capture]) -> None:
@@ -270,4 +280,3 @@ class BlendWorker:
 
 def _first_set(override: T | None, default: T) -> T:
     return default if override is None else override
-

@@ -66,6 +66,12 @@ class BlendSettings:
     def store_dir(self) -> str:
         return f"{self.chunk_kv_dir}/store"
 
+    def rank_store_dir(self, rank: int, world_size: int) -> str:
+        """The disk tier of one tensor-parallel rank: its entries hold only its KV heads."""
+        if world_size == 1:
+            return self.store_dir
+        return f"{self.store_dir}/tp{world_size}-rank{rank}"
+
     @property
     def secret_path(self) -> str:
         return f"{self.chunk_kv_dir}/secret"

@@ -1,7 +1,10 @@
 """Stable keys for chunk KV caches.
 
 A chunk's KV depends on the model (weights, dtype, attention geometry) and on the exact token ids,
-so the key hashes both. Keys are lowercase hex strings, safe as file names and dict keys, and are
+so the key hashes both. Under tensor parallelism a rank caches only its own KV heads, so its
+fingerprint also names the rank and the world size: an entry made by rank 2 of 4 never loads on
+another rank or under another split (an unsplit model keeps the fingerprint it always had). Keys
+are lowercase hex strings, safe as file names and dict keys, and are
 identical across processes, machines and Python versions.
 """
 
@@ -35,12 +38,17 @@ def model_fingerprint(
     num_kv_heads: int,
     head_dim: int,
     extra: str = "",
+    tp_rank: int = 0,
+    tp_size: int = 1,
 ) -> str:
     """Hex fingerprint of everything about a model that changes its KV cache.
 
     `dtype` accepts "bfloat16", "bf16" or "torch.bfloat16" alike. `extra` carries anything else
     that changes the cache (a weights revision, a quantisation scheme, the fixed chunk prefix).
+    `tp_rank` of `tp_size` is the tensor-parallel rank whose share of the KV heads is cached.
     """
+    if not 0 <= tp_rank < tp_size:
+        raise ValueError(f"tp_rank must be in [0, tp_size), got rank {tp_rank} of {tp_size}")
     for name, value in (
         ("num_layers", num_layers),
         ("num_kv_heads", num_kv_heads),
@@ -53,6 +61,8 @@ def model_fingerprint(
     canonical_dtype = str(dtype).lower().removeprefix("torch.")
     canonical_dtype = _DTYPE_ALIASES.get(canonical_dtype, canonical_dtype)
     fields = [model_dir_name, canonical_dtype, num_layers, num_kv_heads, head_dim, extra]
+    if tp_size > 1:
+        fields.append(f"tp{tp_rank}/{tp_size}")
     encoded = json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode()
     return hashlib.blake2b(encoded, digest_size=16, person=_MODEL_PERSON).hexdigest()
 

@@ -9,7 +9,7 @@ import pytest
 
 from engine.blend.rope import RopeSpec
 from engine.connector.model import UnsupportedModel, _check_rotation, checked_rope_spec
-from engine.runtime import blending_unsupported_reason
+from engine.runtime import blending_unsupported_reason, tensor_parallel_problem
 
 
 def _model_dir(tmp_path: Path, **config: object) -> Path:
@@ -53,3 +53,15 @@ def test_a_rotation_that_disagrees_with_the_model_is_refused() -> None:
     wrong = RopeSpec(head_dim=64, rotary_dim=64, base=500.0, is_neox_style=True)
     with pytest.raises(UnsupportedModel, match="does not match"):
         _check_rotation(_vllm_rotary(), wrong)
+
+
+def test_a_split_that_does_not_divide_the_heads_is_refused_by_name(tmp_path: Path) -> None:
+    smollm2 = _model_dir(tmp_path, num_attention_heads=9, num_key_value_heads=3)
+    assert tensor_parallel_problem(smollm2, 1) is None
+    assert tensor_parallel_problem(smollm2, 3) is None
+    problem = tensor_parallel_problem(smollm2, 2)
+    assert problem is not None and "2" in problem and "9 attention heads" in problem
+    assert "3 KV heads" in problem
+    qwen = _model_dir(tmp_path, num_attention_heads=14, num_key_value_heads=2)
+    assert tensor_parallel_problem(qwen, 2) is None
+    assert "14 attention heads" in (tensor_parallel_problem(qwen, 4) or "")

@@ -95,3 +95,15 @@ def test_invalid_fingerprint_inputs_are_rejected() -> None:
         model_fingerprint("", "bfloat16", 32, 5, 64)
     with pytest.raises(ValueError):
         ChunkKey.for_chunk("", TOKENS)
+
+
+def test_tensor_parallel_ranks_key_their_own_heads_apart() -> None:
+    """A rank caches only its share of the heads: its entries load nowhere else."""
+    args = ("SmolLM2-135M-Instruct", "bfloat16", 30, 1, 64)
+    ranks = [model_fingerprint(*args, tp_rank=rank, tp_size=3) for rank in range(3)]
+    other_split = model_fingerprint(*args, tp_rank=0, tp_size=2)
+    unsplit = model_fingerprint(*args)
+    assert len({*ranks, other_split, unsplit}) == 5
+    assert model_fingerprint(*args, tp_rank=0, tp_size=1) == unsplit  # old keys stay valid
+    with pytest.raises(ValueError, match="rank 3 of 3"):
+        model_fingerprint(*args, tp_rank=3, tp_size=3)

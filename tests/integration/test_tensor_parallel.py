@@ -1,0 +1,136 @@
+"""Blending with the model split across tensor-parallel ranks (issue 14), on a real server.
+
+SmolLM2-135M has 9 query heads and 3 KV heads, so 3 is the smallest split it allows (2 is
+refused at start-up); vLLM's CPU backend runs one worker process per rank, which fits on two
+cores. Every rank blends its own KV heads and they must agree on every token and chunk choice,
+or the layers' collectives would hang: these requests finishing is itself part of the test.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.selfcheck import (
+    CAPITALS,
+    EXACT_DIVERGENCE,
+    capital_document,
+    divergence,
+    first_token_distribution,
+)
+from tests.integration.conftest import Server, running_server
+
+pytestmark = pytest.mark.integration
+
+RANKS = 3
+DOCUMENTS = {country: capital_document(country, city) for country, city in CAPITALS.items()}
+ORDERS = [
+    ("Italy", ["Portugal", "Italy", "France", "Poland", "Austria", "Germany"]),
+    ("Poland", ["Germany", "Austria", "Poland", "Italy", "Portugal", "France"]),
+]
+
+
+@pytest.fixture(scope="module")
+def split_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data_dir = tmp_path_factory.mktemp("tp-data")
+    with running_server(data_dir, {"RAGBLEND_TENSOR_PARALLEL_SIZE": str(RANKS)}) as server:
+        yield server
+
+
+def _ask(
+    server: Server, country: str, order: list[str], mode: str, ratio: float | None = None
+) -> dict[str, Any]:
+    blend: dict[str, Any] = {"mode": mode}
+    if ratio is not None:
+        blend["recompute_ratio"] = ratio
+    body = {
+        "model": server.model,
+        "messages": [{"role": "user", "content": f"What is the capital of {country}?"}],
+        "documents": [DOCUMENTS[name] for name in order],
+        "max_tokens": 12,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 10,
+        "blend": blend,
+    }
+    with server.client() as client:
+        reply = client.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def _text(reply: dict[str, Any]) -> str:
+    return reply["choices"][0]["message"]["content"]
+
+
+def _rank_dirs(server: Server) -> list[Path]:
+    store = server.data_dir / "chunk_kv" / "store"
+    return [store / f"tp{RANKS}-rank{rank}" for rank in range(RANKS)]
+
+
+def _wait_for_entries(server: Server, count: int) -> None:
+    """Until every rank's disk tier holds ``count`` entries (they are written in background)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if all(len(list(d.glob("*.kv"))) >= count for d in _rank_dirs(server)):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the ranks never stored {count} entries each")
+
+
+def test_chunks_miss_once_then_hit_on_every_rank(split_server: Server) -> None:
+    country, order = ORDERS[0]
+    first = _ask(split_server, country, order, "blend")
+    assert first["blend"]["chunks_missed"] == len(CAPITALS)
+    _wait_for_entries(split_server, len(CAPITALS))
+    # Each rank keeps its own heads' share under keys of its own.
+    names = [{path.name for path in d.glob("*.kv")} for d in _rank_dirs(split_server)]
+    assert all(not (names[a] & names[b]) for a in range(RANKS) for b in range(a + 1, RANKS))
+    repeat = _ask(split_server, *ORDERS[1], "blend")
+    assert repeat["blend"]["chunks_hit"] == len(CAPITALS)
+    assert repeat["blend"]["chunks_missed"] == 0
+    assert repeat["blend"]["reused_tokens"] > 0
+
+
+@pytest.fixture(scope="module")
+def warm(split_server: Server) -> None:
+    """Every document's chunk KV is stored once (on every rank)."""
+    _ask(split_server, "France", list(CAPITALS), "blend")
+
+
+def test_ratio_one_reproduces_the_full_prefill(split_server: Server, warm: None) -> None:
+    for country, order in ORDERS:
+        full = _ask(split_server, country, order, "full")
+        blended = _ask(split_server, country, order, "blend", ratio=1.0)
+        assert blended["blend"]["chunks_hit"] == len(CAPITALS)
+        assert blended["blend"]["reused_tokens"] == 0
+        assert _text(blended) == _text(full)
+        reference = first_token_distribution(full)
+        assert divergence(reference, first_token_distribution(blended)) < EXACT_DIVERGENCE
+
+
+def test_the_default_blend_answers_from_the_reused_chunks(split_server: Server, warm: None) -> None:
+    for country, order in ORDERS:
+        reply = _ask(split_server, country, order, "blend")
+        assert reply["blend"]["chunks_hit"] == len(CAPITALS)
+        assert 0 < reply["blend"]["recomputed_tokens"] < reply["blend"]["reused_tokens"]
+        assert CAPITALS[country] in _text(reply)
+
+
+def test_a_chunk_missing_on_one_rank_is_recomputed_on_every_rank(
+    split_server: Server, warm: None
+) -> None:
+    _wait_for_entries(split_server, len(CAPITALS))
+    for entry in _rank_dirs(split_server)[1].glob("*.kv"):
+        entry.unlink()  # rank 1 lost every chunk; ranks 0 and 2 still hold theirs
+    order = ["Germany", "Austria"]  # a prompt not asked before: no prefix-cache hit
+    lopsided = _ask(split_server, "Austria", order, "blend")
+    assert lopsided["blend"]["chunks_hit"] == 0
+    assert lopsided["blend"]["chunks_missed"] == 2
+    assert _text(lopsided) == _text(_ask(split_server, "Austria", order, "full"))
+    again = _ask(split_server, "Germany", order, "blend")
+    assert again["blend"]["chunks_hit"] == 2
