@@ -196,7 +196,7 @@ def print_rows(rows: list[FormatRow]) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """The command line; exit status 1 when the evaluation data is missing."""
+    """The command line; exit status 1 when the evaluation data is missing or no item was done."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--raw-url", required=True, help="server with CHUNK_CACHE_FORMAT=raw")
     parser.add_argument("--compressed-url", "--int8-url", required=True, help="its server")
@@ -232,6 +232,9 @@ def run(argv: list[str] | None = None) -> int:
         for client in clients.values():
             client.close()
     records = read_records(record, items)
+    if not records:
+        print("no item answered by both servers yet: nothing to compare", file=sys.stderr)
+        return 1
     golds = [record["gold"] for record in records]
     rows = summarize(replies_in(records, formats), golds, args.compressed)
     print(f"\n{args.compressed} vs raw slow-tier chunk KV, {model}: held-out QA items")
