@@ -203,3 +203,25 @@ def test_document_status_follows_the_chunk_store(open_store):
     assert store.apply_kv_presence([], ["key-1"]) == []
     assert store.get_document("a").status == "indexed"
     assert store.apply_kv_presence(["key-1"], []) == ["a"]
+
+
+def test_replicas_starting_together_create_the_tables_once(database_url):
+    errors: list[BaseException] = []
+    opened: list[PgDatabase] = []
+
+    def open_database() -> None:
+        try:
+            opened.append(PgDatabase(database_url))
+            with opened[-1].reading() as connection:
+                connection.execute("SELECT count(*) FROM library_changes")
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=open_database) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for database in opened:
+        database.close()
+    assert errors == []
