@@ -100,7 +100,7 @@ class PostgresServer:
                     "initdb", "-D", str(self.cluster), "-U", USER, "--auth=trust",
                     "--no-locale", "-E", "UTF8", "--no-sync",
                 ),
-                check=True, capture_output=True,
+                check=True, capture_output=True, cwd=self.directory,
             )  # fmt: skip
         command = self._command(
             "postgres", "-D", str(self.cluster), "-k", str(self.directory),
@@ -108,7 +108,10 @@ class PostgresServer:
             "-c", "fsync=off", "-c", "full_page_writes=off",
         )  # fmt: skip
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=log)
+            # cwd: the system user may not be allowed into the folder the tests run from
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=log, cwd=self.directory
+            )
         self._wait_ready("postgres")
         if first:
             with psycopg.connect(self._url_of("postgres"), autocommit=True) as connection:
