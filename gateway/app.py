@@ -158,9 +158,11 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
         if state.library is not None:
             LIBRARY_PROGRESS.store = state.library.store
         if state.library is not None:
-            # OpenAI's files, vector stores and responses stay in this server's SQLite file.
+            # OpenAI's files, vector stores and responses: beside the library's documents.
             objects_path = state.library.data_dir / STORE_FILE
-            state.rag_objects = await asyncio.to_thread(RagObjects, objects_path)
+            state.rag_objects = await asyncio.to_thread(
+                RagObjects, objects_path, settings.database_url
+            )
         if state.library is not None and engine.blending:
             state.precomputer = Precomputer(state.library, state.chunk_cache)
             state.precomputer.start()

@@ -29,7 +29,7 @@ class ListSource:
     tables: str
     seq_column: str
     id_column: str
-    scope: str = "1"
+    scope: str = "TRUE"
 
 
 class UnknownCursor(ValueError):

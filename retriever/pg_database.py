@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -124,13 +124,18 @@ class PgDatabase:
 
 class QmarkConnection:
     """A connection that takes SQLite's `?` placeholders, for SQL both backends share
-    (`retriever.kv_presence`)."""
+    (`retriever.kv_presence`, OpenAI's objects through `retriever.pg_objects`)."""
 
     def __init__(self, connection: psycopg.Connection) -> None:
         self._connection = connection
 
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> psycopg.Cursor:
         return self._connection.execute(sql.replace("?", "%s"), parameters)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor:
+        cursor = self._connection.cursor()
+        cursor.executemany(sql.replace("?", "%s"), rows)
+        return cursor
 
 
 def _reason(error: Exception) -> str:

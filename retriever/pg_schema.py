@@ -3,7 +3,8 @@
 Beside what the SQLite store keeps, chunks hold their embedding (so replicas never embed again
 what another one ingested) and a precompute claim (`claimed_by` until `claimed_until`), and
 `library_changes` logs every add and delete, in commit order, for the replicas to follow.
-`library_log_floor` remembers up to which change the log was trimmed.
+`library_log_floor` remembers up to which change the log was trimmed. OpenAI's files, vector
+stores and stored responses are shared too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,66 @@ SCHEMA_VERSION = 1
 SCHEMA_LOCK = 0x72616762_6C656E64 >> 1
 """Advisory lock key that serializes schema creation between replicas starting together."""
 
+OPENAI_OBJECTS_SCHEMA = (
+    # OpenAI's files, vector stores and stored responses: `retriever.vector_store_schema`'s
+    # tables in PostgreSQL's types.
+    """
+    CREATE TABLE files (
+        seq BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        document_id TEXT NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+        owns_document INTEGER NOT NULL CHECK (owns_document IN (0, 1)),
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        content BYTEA NOT NULL,
+        created_at BIGINT NOT NULL
+    )
+    """,
+    "CREATE INDEX files_by_document ON files (document_id)",
+    """
+    CREATE TABLE vector_stores (
+        seq BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        description TEXT,
+        metadata TEXT NOT NULL,
+        expires_after_days INTEGER,
+        created_at BIGINT NOT NULL,
+        last_active_at BIGINT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE vector_store_file_batches (
+        seq BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        vector_store_id TEXT NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
+        created_at BIGINT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE vector_store_files (
+        seq BIGSERIAL PRIMARY KEY,
+        vector_store_id TEXT NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
+        file_id TEXT NOT NULL REFERENCES files (id) ON DELETE CASCADE,
+        batch_id TEXT REFERENCES vector_store_file_batches (id) ON DELETE SET NULL,
+        attributes TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (vector_store_id, file_id)
+    )
+    """,
+    "CREATE INDEX vector_store_files_by_file ON vector_store_files (file_id)",
+    "CREATE INDEX vector_store_files_by_batch ON vector_store_files (batch_id)",
+    """
+    CREATE TABLE responses (
+        seq BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        body TEXT NOT NULL,
+        conversation TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+    )
+    """,
+)
 _SCHEMA = (
     """
     CREATE TABLE documents (
@@ -58,6 +119,7 @@ _SCHEMA = (
     "CREATE TABLE library_log_floor (seq BIGINT NOT NULL)",
     "INSERT INTO library_log_floor VALUES (0)",
     "CREATE TABLE library_schema (version INTEGER NOT NULL)",
+    *OPENAI_OBJECTS_SCHEMA,
 )
 
 

@@ -26,6 +26,7 @@ from retriever.vector_store_records import (
     StoreFileRecord,
     VectorStoreRecord,
     batch_from_row,
+    in_marks,
     store_file_from_row,
     store_from_row,
 )
@@ -103,10 +104,8 @@ class VectorStoreDB:
 
     def delete(self, store_id: str) -> bool:
         with self.database.transaction() as connection:
-            return (
-                connection.execute("DELETE FROM vector_stores WHERE id = ?", (store_id,)).rowcount
-                == 1
-            )
+            deleted = connection.execute("DELETE FROM vector_stores WHERE id = ?", (store_id,))
+            return deleted.rowcount == 1
 
     def touch(self, store_ids: Sequence[str]) -> None:
         """Mark the stores used now (their expiry counts from their last use)."""
@@ -173,22 +172,20 @@ class VectorStoreDB:
 
     def detach(self, store_id: str, file_id: str) -> bool:
         with self.database.transaction() as connection:
-            return (
-                connection.execute(
-                    "DELETE FROM vector_store_files WHERE vector_store_id = ? AND file_id = ?",
-                    (store_id, file_id),
-                ).rowcount
-                == 1
+            detached = connection.execute(
+                "DELETE FROM vector_store_files WHERE vector_store_id = ? AND file_id = ?",
+                (store_id, file_id),
             )
+            return detached.rowcount == 1
 
     def searchable_files(self, store_ids: Sequence[str]) -> list[StoreFileRecord]:
         """The indexed files of the stores, in the order they were attached."""
         with self.database.reading() as connection:
             rows = connection.execute(
                 f"SELECT {STORE_FILE_COLUMNS} FROM {STORE_FILES} "
-                "WHERE v.vector_store_id IN (SELECT value FROM json_each(?)) "
+                f"WHERE v.vector_store_id IN ({in_marks(store_ids)}) "
                 "AND d.status != 'pending' ORDER BY v.seq",
-                (json.dumps(list(store_ids)),),
+                tuple(store_ids),
             ).fetchall()
         return [store_file_from_row(row) for row in rows]
 
@@ -234,8 +231,8 @@ def _attach(
     known = {
         row[0]
         for row in connection.execute(
-            "SELECT id FROM files WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(file_ids),),
+            f"SELECT id FROM files WHERE id IN ({in_marks(file_ids)})",
+            tuple(file_ids),
         )
     }
     unknown = [file_id for file_id in dict.fromkeys(file_ids) if file_id not in known]
@@ -245,6 +242,7 @@ def _attach(
     connection.executemany(
         "INSERT INTO vector_store_files (vector_store_id, file_id, batch_id, attributes, "
         "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (vector_store_id, file_id) DO UPDATE "
-        "SET attributes = excluded.attributes, batch_id = COALESCE(excluded.batch_id, batch_id)",
+        "SET attributes = excluded.attributes, "
+        "batch_id = COALESCE(excluded.batch_id, vector_store_files.batch_id)",
         [(store_id, a.file_id, batch_id, _json(a.attributes), now) for a in attachments],
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,12 @@ STORE_FILE_COLUMNS = (
     "v.file_id, v.vector_store_id, f.filename, v.attributes, v.created_at, f.bytes, "
     "f.document_id, d.status, d.num_chunks"
 )
+
+
+def in_marks(values: Sequence[str]) -> str:
+    """Placeholders of an IN list that SQLite and PostgreSQL both take; `NULL` for no values,
+    which matches nothing."""
+    return ", ".join("?" * len(values)) or "NULL"
 
 
 def counts_columns(link: str) -> str:
