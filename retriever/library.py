@@ -23,6 +23,7 @@ from retriever.library_store import LibraryBackend, LibraryStore
 from retriever.local_backend import INDEX_FILE as INDEX_FILE
 from retriever.local_backend import STORE_FILE as STORE_FILE
 from retriever.local_backend import LocalBackend
+from retriever.pg_backend import SharedBackend
 from retriever.reconcile import TextEmbedder
 from retriever.records import ChunkRow, DocumentDraft, DocumentRow
 from retriever.store_common import DocumentConflict, DuplicateVanished
@@ -52,8 +53,6 @@ class Library:
         if database_url is None:
             self.backend = LocalBackend(self.data_dir, index_kind, embedder)
         else:
-            from retriever.pg_backend import SharedBackend
-
             self.backend = SharedBackend(database_url, index_kind, embedder.dim)
 
     @property

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -135,7 +136,7 @@ def test_a_replica_behind_the_trimmed_log_rebuilds(replicas, postgres):
     a.delete("tower")
     a.ingest([NewDocument("plants", PLANTS)])
     with postgres.connect() as connection, connection.transaction():
-        assert changelog.trim(connection, older_than=changelog.timedelta(0)) == 3
+        assert changelog.trim(connection, older_than=timedelta(0)) == 3
     b.backend.follower.catch_up()
     assert b.index.ids() == a.store.chunk_ids()
     assert found(b, "Eiffel Tower") == set()
