@@ -198,8 +198,8 @@ class RedisTier(KVTier):
             yield index, k, v
 
     def load_seconds(self, expected: EntryExpectation) -> float | None:
-        """From the latency and bandwidth of this tier's recent reads: one round trip for the
-        header, one per layer (entries are assumed to be in this tier's own layer format)."""
+        """From this tier's recent reads: a round trip for the header and one a layer, the bytes
+        in this tier's format (lossless: uncoded, ~1.5x what is read: a cautious estimate)."""
         geometry = (expected.num_tokens, expected.num_kv_heads, expected.head_dim)
         layer_bytes = layer_nbytes(self.layer_format, expected.dtype, *geometry)
         rounds = 1 + expected.num_layers
