@@ -5,7 +5,8 @@ collectives (row-parallel projections, the parallel embedding) exchange hidden s
 ranks inside the forward. Those collectives only line up while every rank takes the same path:
 the same tokens recomputed, the same chunks loaded or computed, the same fallback. So every
 per-rank decision that changes the path is agreed here, through vLLM's tensor-parallel group,
-before it is acted on. A model that is not split (one rank) agrees with itself at no cost.
+before it is acted on. Code that runs inside the forward (same code, same shapes on every rank)
+fails on every rank alike or on none. A model that is not split agrees with itself at no cost.
 """
 
 from __future__ import annotations

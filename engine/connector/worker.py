@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import TypeVar
 
 import torch
 from torch import Tensor
@@ -27,7 +26,7 @@ from engine.connector.paged_attention import CpuPagedAttention
 from engine.connector.placement import Capture, ChunkPlacer, Placement
 from engine.connector.ranks import RankGroup
 from engine.connector.stats import StatsOutbox
-from engine.contract import BlendSettings, BlendStats, SelectionOverrides
+from engine.contract import BlendSettings, BlendStats
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey, model_fingerprint
 from engine.kvstore.layer_format import LayerFormat
@@ -36,7 +35,6 @@ from engine.kvstore.secret import chunk_kv_secret
 from engine.kvstore.store import ChunkKVStore
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class BlendWorker:
@@ -131,7 +129,7 @@ class BlendWorker:
         reusable = self._decoder.rope is not None and job.plan.mode != "full"
         placement = self._placer.place(job, self.fingerprint, reusable, unreadable)
         ratio = job.plan.effective_ratio if self._decoder.rope is not None else 1.0
-        selection = self._selection(ratio, job.plan.overrides)
+        selection = job.selection(ratio, self.settings)
         started = time.perf_counter()
         result = self._fill(job, placement, selection)
         if not placement.hits:  # computed only: what a chunk costs to compute instead of load
@@ -187,13 +185,14 @@ class BlendWorker:
         computed in place exactly as alone."""
         decoder = self._decoder
         device = next(iter(self._kv_caches.values())).device
-        slots = self._slots(job, device)
+        slots = job.slots(self.block_size, device)
         attend = self._paged_attention(job)
-        settled = self._settled(job, attend is not None, selection)
+        settled = job.settled(attend is not None, selection.metric)
+        prefix = list(self.settings.chunk_prefix)
         in_place = [
             c
             for c in placement.captures
-            if capture and c.start >= settled and self._computed_alone(job, c.start)
+            if capture and c.start >= settled and job.right_behind(prefix, c.start)
         ]
 
         def write(layer: int, keys: Tensor, values: Tensor) -> None:
@@ -229,25 +228,6 @@ class BlendWorker:
                 self._compute_alone(capture, device)
             self.store.put(capture.key, capture.entry())
 
-    @staticmethod
-    def _settled(job: BlendJob, attention_reads_cache: bool, selection: Selection) -> int:
-        """Leading positions vLLM's prefix cache already holds, which the blend can skip when its
-        attention reads them from the paged cache (question attention needs their keys)."""
-        if not attention_reads_cache or selection.metric == "attn":
-            return 0
-        return job.num_local_cached
-
-    def _selection(self, ratio: float, overrides: SelectionOverrides) -> Selection:
-        settings = self.settings
-        heads = _first_set(overrides.chunk_head_tokens, settings.chunk_head_tokens)
-        return Selection(
-            ratio,
-            _first_set(overrides.check_layers, settings.check_layers),
-            _first_set(overrides.metric, settings.metric),
-            _first_set(overrides.normalize, settings.normalize),
-            0 if ratio == 0 else heads,
-        )
-
     def _paged_attention(self, job: BlendJob) -> Attend | None:
         """vLLM's CPU kernel reads the fused KV back from the paged cache; else torch SDPA."""
         decoder = self._decoder
@@ -256,11 +236,6 @@ class BlendWorker:
             return None
         paged = CpuPagedAttention(layers, self._kv_caches, job.block_ids)
         return lambda layer, q, _k, _v, positions: paged(layer, q, positions)
-
-    def _computed_alone(self, job: BlendJob, start: int) -> bool:
-        """A chunk right after the fixed prefix is computed in context exactly as alone."""
-        prefix = list(self.settings.chunk_prefix)
-        return start == len(prefix) and job.token_ids[:start] == prefix
 
     def _compute_alone(self, capture: Capture, device: torch.device) -> None:
         prefix = list(self.settings.chunk_prefix)
@@ -271,12 +246,3 @@ class BlendWorker:
             capture.values.append(values[len(prefix) :].cpu())
 
         blend_prefill(self._decoder, ids, [], self._decoder.rope, Selection(1.0), keep)
-
-    def _slots(self, job: BlendJob, device: torch.device) -> Tensor:
-        positions = torch.arange(job.num_local_cached, job.claim_end)
-        blocks = torch.tensor(job.block_ids)[positions // self.block_size]
-        return (blocks * self.block_size + positions % self.block_size).to(device)
-
-
-def _first_set(override: T | None, default: T) -> T:
-    return default if override is None else override
