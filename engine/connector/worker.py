@@ -45,11 +45,10 @@ class BlendWorker:
         self.block_size = block_size
         self.ranks = ranks = RankGroup.of_this_worker()
         # Each rank holds its share of every chunk's heads: the server's budgets are split.
-        disk_bytes = (
-            None if settings.disk_bytes is None else settings.disk_bytes // ranks.world_size
-        )
+        split = ranks.world_size
+        disk_bytes = None if settings.disk_bytes is None else settings.disk_bytes // split
         self.store = ChunkKVStore.create(
-            settings.memory_bytes // ranks.world_size,
+            settings.memory_bytes // split,
             settings.rank_store_dir(ranks.rank, ranks.world_size),
             disk_bytes,
             secret=chunk_kv_secret(settings.secret_path, settings.shared_secret_hex),
@@ -112,7 +111,10 @@ class BlendWorker:
             for key in placement.corrupt:  # every rank redoes the job, these as misses
                 self.store.delete(key)
                 unreadable.add(key)
-        self._store(placement.captures)
+        try:  # the paged cache is filled: a chunk not stored is only a later miss
+            self._store(placement.captures)
+        except Exception:
+            log.exception("storing the chunks of request %s failed", job.request_id)
         return self._stats(job, placement, result)
 
     def _attempt(
