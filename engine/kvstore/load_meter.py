@@ -35,13 +35,15 @@ class LoadMeter:
 
     Report small reads (a header) with `round_trip(seconds)` and large ones (a layer) with
     `transfer(nbytes, seconds)`, the whole time of the read. `estimate` is None until both have
-    been seen.
+    been seen. A tier whose format codes entries to a varying size reports each entry it opens
+    with `entry_size`, and estimates then scale nominal sizes by the share entries really take.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._latency_s: float | None = None
         self._seconds_per_byte: float | None = None
+        self._stored_share: float | None = None
 
     def round_trip(self, seconds: float) -> None:
         with self._lock:
@@ -55,12 +57,21 @@ class LoadMeter:
         with self._lock:
             self._seconds_per_byte = _follow(self._seconds_per_byte, per_byte)
 
+    def entry_size(self, stored_nbytes: int, nominal_nbytes: int) -> None:
+        """An entry opened: it takes `stored_nbytes` where its format's nominal size is given."""
+        if nominal_nbytes <= 0:
+            return
+        with self._lock:
+            self._stored_share = _average(self._stored_share, stored_nbytes / nominal_nbytes)
+
     def estimate(self, nbytes: int, round_trips: int) -> float | None:
-        """Seconds to read `nbytes` in `round_trips` reads, one after the other; None: unknown."""
+        """Seconds to read an entry of nominal size `nbytes` in `round_trips` reads, one after
+        the other; None: unknown."""
         with self._lock:
             if self._latency_s is None or self._seconds_per_byte is None:
                 return None
-            return max(round_trips * self._latency_s, nbytes * self._seconds_per_byte)
+            stored = nbytes * (self._stored_share or 1.0)
+            return max(round_trips * self._latency_s, stored * self._seconds_per_byte)
 
     def snapshot(self) -> dict[str, int]:
         """Latency in microseconds and bandwidth in bytes per second (0 until measured)."""

@@ -31,6 +31,16 @@ def test_a_meter_estimates_the_larger_of_round_trips_and_bytes_over_bandwidth() 
     assert meter.estimate(10_000, 3) == pytest.approx(0.030)  # latency-bound
 
 
+def test_estimates_scale_nominal_sizes_by_what_entries_really_take() -> None:
+    """A lossless entry takes about 0.68 of its uncoded size: its load costs that share."""
+    meter = LoadMeter()
+    meter.round_trip(0.001)
+    meter.transfer(1_000_000, 0.100)
+    assert meter.estimate(2_000_000, 1) == pytest.approx(0.200)
+    meter.entry_size(675, 1000)
+    assert meter.estimate(2_000_000, 1) == pytest.approx(0.135)
+
+
 def test_a_layer_read_as_quick_as_the_header_is_no_infinitely_fast_link() -> None:
     """Loopback: a 192 KiB layer read takes no longer than the 64 KiB header round trip."""
     meter = LoadMeter()

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from engine.kvstore.codec import CorruptEntry
+from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.redis_tier import KEY_PREFIX, RedisTier
 from engine.kvstore.store import ChunkKVStore
@@ -152,4 +153,25 @@ def test_an_int8_tier_stores_less_and_streams_close_kv(redis_server: RedisServer
     for index, k, _ in stream:
         error = (k.float() - entry.keys[index].float()).norm() / entry.keys[index].float().norm()
         assert error < 0.01
+    tier.close()
+
+
+def test_a_lossless_tier_estimates_loads_at_the_size_entries_really_take(
+    redis_server: RedisServer,
+) -> None:
+    entry = make_entry(3, layers=4, tokens=2048)  # layers beyond the first read
+    tier = RedisTier(redis_server.url, SECRET, layer_format=LayerFormat.LOSSLESS)
+    tier.put(key_of(entry), entry)
+    assert same(tier.get(key_of(entry)), entry)
+    with redis_server.client() as client:
+        stored = client.strlen(KEY_PREFIX + key_of(entry))
+    nominal = entry.encoded_nbytes(LayerFormat.LOSSLESS)
+    share = stored / nominal
+    assert share < 0.9
+
+    big = EntryExpectation(list(range(200_000)), 4, 2, 8, entry.dtype)  # bandwidth-bound
+    bandwidth = tier.stats()["bytes_per_s"]
+    uncoded = 4 * 2 * 200_000 * 2 * 8 * entry.dtype.itemsize
+    # The layers' share, not the header's: close to the whole entry's for entries this size.
+    assert tier.load_seconds(big) == pytest.approx(share * uncoded / bandwidth, rel=0.05)
     tier.close()
