@@ -4,30 +4,69 @@ The chunk store lives with the model in the engine's worker. A precompute reques
 prefix, the chunk and one more token, planned as a blend at ratio 1.0: the worker computes the
 chunk exactly as it would alone and stores it. An eviction request carries the chunks' token ids
 to the connector, which deletes them before the request runs.
+
+A contextual precompute puts the chunks expected to stand before this one (its neighbours in the
+library, chunks retrieved with it) in place of the prefix's neutral passages, cut or filled to
+exactly their length: the chunk's KV is computed behind the real kind of context it will follow,
+yet sits where a stored chunk always does (right after ``len(prefix)`` tokens), so entries and
+their re-rotation stay as they are.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from engine.contract import BlendPlan, BlendStats, ChunkSpan, eviction_params, stats_in
 from engine.runtime import Engine
 
 
+def context_window(neutral: Sequence[int], context: Sequence[Sequence[int]]) -> list[int]:
+    """Exactly ``len(neutral)`` tokens to precompute a chunk behind: the tail of the ``context``
+    chunks joined in order (most relevant last, right before the chunk); when they are shorter,
+    the front is filled with the tail of ``neutral``."""
+    size = len(neutral)
+    joined = [token for chunk in context for token in chunk][-size:] if size else []
+    return [*neutral[len(joined) :], *joined]
+
+
 class ChunkCache:
-    def __init__(self, engine: Engine, prefix: list[int]) -> None:
+    def __init__(self, engine: Engine, prefix: list[int], head_len: int | None = None) -> None:
+        """``prefix`` is the fixed chunk prefix; its first ``head_len`` tokens are the prompt's
+        head (chat or completion), the rest the neutral passages that a chunk's context replaces
+        (None: the prefix is all head and leaves no room for context)."""
         self.engine = engine
         self.prefix = list(prefix)
+        self.head_len = len(self.prefix) if head_len is None else head_len
+        if not 0 <= self.head_len <= len(self.prefix):
+            raise ValueError(f"head_len must be in [0, {len(self.prefix)}], got {head_len}")
 
-    async def precompute(self, chunk: list[int]) -> BlendStats | None:
-        """Compute and store ``chunk``'s KV; returns the worker's statistics."""
+    async def precompute(
+        self, chunk: list[int], context: list[list[int]] | None = None, replace: bool = False
+    ) -> BlendStats | None:
+        """Compute and store ``chunk``'s KV; returns the worker's statistics (``chunks_missed``
+        1: computed and stored; ``chunks_hit`` 1: an entry was there and is kept).
+
+        ``context``: token ids of the chunks that should stand before this one, most relevant
+        last, each as it stands in a prompt (separator included); None: behind the fixed prefix.
+        ``replace``: delete any stored entry of the chunk from every tier first, so the one
+        computed now takes its place.
+        """
         if not self.engine.blending:
             return None
-        span = ChunkSpan(len(self.prefix), len(self.prefix) + len(chunk))
-        plan = BlendPlan("blend", 1.0, (span,))
-        prompt = [*self.prefix, *chunk, self.prefix[-1]]
-        return await self._run("precompute", prompt, plan.to_params())
+        head, neutral = self.prefix[: self.head_len], self.prefix[self.head_len :]
+        if context is None:
+            behind = self.prefix
+        elif neutral:
+            behind = head + context_window(neutral, context)
+        else:
+            raise ValueError("precomputing behind context needs neutral passages in the prefix")
+        span = ChunkSpan(len(behind), len(behind) + len(chunk))
+        plan = BlendPlan("blend", 1.0, (span,), store_behind_context=context is not None)
+        transfer = plan.to_params() | (eviction_params([chunk]) if replace else {})
+        prompt = [*behind, *chunk, self.prefix[-1]]
+        return await self._run("precompute", prompt, transfer)
 
     async def evict(self, chunks: list[list[int]]) -> None:
         """Delete the stored KV of ``chunks`` from every tier."""

@@ -54,9 +54,12 @@ class BlendJob:
         return self.num_local_cached
 
     def right_behind(self, prefix: list[int], start: int) -> bool:
-        """Whether ``start`` directly follows ``prefix`` at the prompt's start: a chunk there is
-        computed in context exactly as alone."""
-        return start == len(prefix) and self.token_ids[:start] == prefix
+        """Whether a chunk at ``start`` is stored as computed here: it directly follows ``prefix``
+        at the prompt's start (computed exactly as alone), or the plan stores it behind whatever
+        context of the prefix's length stands there (contextual precompute)."""
+        if start != len(prefix):
+            return False
+        return self.plan.store_behind_context or self.token_ids[:start] == prefix
 
 
 @dataclass

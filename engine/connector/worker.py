@@ -112,7 +112,7 @@ class BlendWorker:
                 self.store.delete(key)
                 unreadable.add(key)
         try:  # the paged cache is filled: a chunk not stored is only a later miss
-            self._store(placement.captures)
+            self._store(job, placement.captures)
         except Exception:
             log.exception("storing the chunks of request %s failed", job.request_id)
         return self._stats(job, placement, result)
@@ -223,11 +223,14 @@ class BlendWorker:
             self.ranks.sum_heads,
         )
 
-    def _store(self, captures: list[Capture]) -> None:
+    def _store(self, job: BlendJob, captures: list[Capture]) -> None:
         device = next(iter(self._kv_caches.values())).device
+        prefix = list(self.settings.chunk_prefix)
         for capture in captures:
             if not capture.keys:
-                self._compute_alone(capture, device)
+                stored_behind = job.right_behind(prefix, capture.start)
+                context = job.token_ids[: capture.start] if stored_behind else prefix
+                self._compute_alone(capture, context, device)
             self.store.put(capture.key, capture.entry())
 
     def _paged_attention(self, job: BlendJob) -> Attend | None:
@@ -239,12 +242,13 @@ class BlendWorker:
         paged = CpuPagedAttention(layers, self._kv_caches, job.block_ids)
         return lambda layer, q, _k, _v, positions: paged(layer, q, positions)
 
-    def _compute_alone(self, capture: Capture, device: torch.device) -> None:
-        prefix = list(self.settings.chunk_prefix)
-        ids = torch.tensor(prefix + capture.token_ids, device=device)
+    def _compute_alone(self, capture: Capture, context: list[int], device: torch.device) -> None:
+        """The chunk's KV computed behind ``context`` (the chunk prefix, or a contextual
+        precompute's own context of the same length)."""
+        ids = torch.tensor(context + capture.token_ids, device=device)
 
         def keep(_layer: int, keys: Tensor, values: Tensor) -> None:
-            capture.keys.append(keys[len(prefix) :].cpu())
-            capture.values.append(values[len(prefix) :].cpu())
+            capture.keys.append(keys[len(context) :].cpu())
+            capture.values.append(values[len(context) :].cpu())
 
         blend_prefill(self._decoder, ids, [], self._decoder.rope, Selection(1.0), keep)

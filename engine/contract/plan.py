@@ -64,6 +64,10 @@ class BlendPlan:
     recompute_ratio: float
     spans: tuple[ChunkSpan, ...]
     overrides: SelectionOverrides = SelectionOverrides()
+    store_behind_context: bool = False
+    """Store a missed chunk that starts where the chunk prefix would end although other tokens
+    than the prefix stand before it: its entry then holds the KV computed behind them. Only
+    contextual precompute requests set it (``ChunkCache.precompute`` with ``context``)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -110,6 +114,8 @@ class BlendPlan:
             "spans": [[span.start, span.end] for span in self.spans],
             "overrides": self.overrides.to_params(),
         }
+        if self.store_behind_context:
+            body["store_behind_context"] = True
         return {PLAN_KEY: body}
 
     def extra_args(self) -> dict[str, Any] | None:
@@ -126,7 +132,9 @@ class BlendPlan:
         try:
             spans = tuple(ChunkSpan(int(start), int(end)) for start, end in body["spans"])
             overrides = SelectionOverrides.from_params(body.get("overrides") or {})
-            return cls(body["mode"], float(body["recompute_ratio"]), spans, overrides)
+            behind_context = bool(body.get("store_behind_context", False))
+            ratio = float(body["recompute_ratio"])
+            return cls(body["mode"], ratio, spans, overrides, behind_context)
         except (AttributeError, KeyError, TypeError) as exc:
             raise ValueError(f"malformed blend plan: {exc!r}") from exc
 

@@ -1,0 +1,141 @@
+"""Contextual precompute on SmolLM2: a chunk computed behind its context is reused as computed.
+
+The prompt is the chat head, then a lead of exactly the length of the prefix's neutral passages
+(other documents' text, not a chunk: always computed), then one chunk, then the question. A
+chunk precomputed behind that very lead sits at the same positions with the same tokens before
+it, so reusing it (ratio 0) must give full prefill's answer; precomputed behind the neutral
+passages it does not. ``replace`` swaps one entry for the other; without it the entry stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.selfcheck import CAPITALS, capital_document, divergence
+from load_tests.engine_setup import start_engine
+from tests.integration.conftest import REPO, TEST_MODEL
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "Which city is the capital of Freedonia, and which rivers cross the country?"
+CHUNK_TEXT = "The capital of Freedonia is Fredville. Two rivers, the Marr and the Osk, cross it."
+
+
+@dataclass
+class Reply:
+    answer: str
+    first_token: dict[str, float]
+
+
+@dataclass
+class Scenario:
+    full: Reply
+    replies: dict[str, Reply]
+    stats: dict[str, Any]
+
+
+async def _ask(setup: Any, ids: list[int], plan: Any) -> Reply:
+    from vllm import SamplingParams
+
+    params = SamplingParams(max_tokens=16, temperature=0, logprobs=10, extra_args=plan)
+    request_id = uuid.uuid4().hex
+    async for output in setup.engine.generate(request_id, ids, params, request_id):
+        completion = output.outputs[0]
+    first = completion.logprobs[0]
+    return Reply(completion.text, {str(t): entry.logprob for t, entry in first.items()})
+
+
+async def _scenario(setup: Any) -> Scenario:
+    from engine.chunk_cache import ChunkCache
+    from engine.contract import BlendPlan
+    from gateway.protocol import ChatMessage
+    from gateway.rag_prompt import Chunks, chat_with_chunks, chunk_prefix, document_chunks
+
+    tokenizer = setup.tokenizer
+    head_len = len(chunk_prefix(tokenizer, "chat"))
+    cache = ChunkCache(setup.engine, setup.prefix, head_len)
+    documents = [capital_document(country, city) for country, city in CAPITALS.items()]
+    other_text = [
+        token for chunk in document_chunks(documents, tokenizer).token_ids for token in chunk
+    ]
+    lead = other_text[-(len(setup.prefix) - head_len) :]
+    chunk = document_chunks([CHUNK_TEXT], tokenizer).token_ids[0]
+    prompt = chat_with_chunks(
+        [ChatMessage(role="user", content=QUESTION)], Chunks([lead, chunk]), tokenizer
+    )
+    assert prompt.spans[1].start == len(setup.prefix)  # the chunk sits where stored chunks do
+    spans = (prompt.spans[1],)
+
+    def plan(mode: str, ratio: float = 0.0) -> Any:
+        return BlendPlan(mode, ratio, spans).extra_args()  # type: ignore[arg-type]
+
+    stats, replies = {}, {}
+    full = await _ask(setup, prompt.token_ids, None)
+    stats["neutral"] = await cache.precompute(chunk)
+    replies["neutral"] = await _ask(setup, prompt.token_ids, plan("reuse"))
+    stats["kept"] = await cache.precompute(chunk, context=[lead])
+    replies["kept"] = await _ask(setup, prompt.token_ids, plan("reuse"))
+    stats["contextual"] = await cache.precompute(chunk, context=[lead], replace=True)
+    replies["contextual"] = await _ask(setup, prompt.token_ids, plan("reuse"))
+    replies["contextual@1.0"] = await _ask(setup, prompt.token_ids, plan("blend", 1.0))
+    stats["neutral_again"] = await cache.precompute(chunk, replace=True)
+    replies["neutral_again"] = await _ask(setup, prompt.token_ids, plan("reuse"))
+    return Scenario(full, replies, stats)
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+    models_dir = Path(os.environ.get("RAGBLEND_MODELS_DIR", REPO / "data" / "models"))
+    workdir = tmp_path_factory.mktemp("contextual")
+    setup = start_engine(
+        TEST_MODEL, models_dir, workdir, 2048, memory_bytes=1 << 30, prefix_kind="passages"
+    )
+    try:
+        return asyncio.run(_scenario(setup))
+    finally:
+        setup.engine.shutdown()
+
+
+def _gap(scenario: Scenario, name: str) -> float:
+    return divergence(scenario.full.first_token, scenario.replies[name].first_token)
+
+
+def test_a_chunk_precomputed_behind_its_real_context_reuses_like_full_prefill(
+    scenario: Scenario,
+) -> None:
+    assert scenario.replies["contextual"].answer == scenario.full.answer
+    assert _gap(scenario, "contextual") < 0.02
+    assert _gap(scenario, "contextual") < 0.5 * _gap(scenario, "neutral")
+
+
+def test_ratio_one_still_equals_full_prefill(scenario: Scenario) -> None:
+    assert scenario.replies["contextual@1.0"].answer == scenario.full.answer
+    assert (
+        divergence(scenario.full.first_token, scenario.replies["contextual@1.0"].first_token) < 0.05
+    )
+
+
+def test_without_replace_the_stored_entry_stays(scenario: Scenario) -> None:
+    kept = scenario.stats["kept"]
+    assert (kept.chunks_hit, kept.chunks_missed) == (1, 0)
+    assert scenario.replies["kept"] == scenario.replies["neutral"]
+
+
+def test_replace_overwrites_the_entry_both_ways_and_reports_a_stored_chunk(
+    scenario: Scenario,
+) -> None:
+    for name in ("neutral", "contextual", "neutral_again"):
+        stats = scenario.stats[name]
+        assert (stats.chunks_hit, stats.chunks_missed, stats.fell_back) == (0, 1, False), name
+    assert scenario.stats["contextual"].chunk_keys == scenario.stats["neutral"].chunk_keys
+    assert scenario.replies["contextual"].first_token != scenario.replies["neutral"].first_token
+    again = scenario.replies["neutral_again"]
+    assert again.answer == scenario.replies["neutral"].answer
+    assert divergence(scenario.replies["neutral"].first_token, again.first_token) < 1e-3

@@ -1,0 +1,64 @@
+"""Contextual precompute: the window a chunk is computed behind, the flag that stores it."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.chunk_cache import context_window
+from engine.connector.metadata import BlendJob
+from engine.contract import BlendPlan, ChunkSpan
+
+NEUTRAL = [1, 2, 3, 4, 5]
+
+
+def _reference_window(neutral: list[int], context: list[list[int]]) -> list[int]:
+    """The same window built the long way: neutral then context, keep the last len(neutral)."""
+    joined = list(neutral)
+    for chunk in context:
+        joined.extend(chunk)
+    return joined[len(joined) - len(neutral) :]
+
+
+@pytest.mark.parametrize(
+    ("context", "window"),
+    [
+        ([], [1, 2, 3, 4, 5]),
+        ([[7, 8], [9]], [4, 5, 7, 8, 9]),
+        ([[7, 8, 9, 10, 11]], [7, 8, 9, 10, 11]),
+        ([[10, 11, 12], [13, 14, 15]], [11, 12, 13, 14, 15]),
+        ([[6], [], [7, 8, 9, 10, 11, 12, 13]], [9, 10, 11, 12, 13]),
+    ],
+)
+def test_the_window_is_the_contexts_tail_filled_with_the_neutral_tail(
+    context: list[list[int]], window: list[int]
+) -> None:
+    assert context_window(NEUTRAL, context) == window
+    assert context_window(NEUTRAL, context) == _reference_window(NEUTRAL, context)
+
+
+def test_without_neutral_passages_the_window_is_empty() -> None:
+    assert context_window([], [[1, 2, 3]]) == []
+
+
+def test_the_store_behind_context_flag_survives_the_trip_and_is_absent_by_default() -> None:
+    spans = (ChunkSpan(4, 9),)
+    contextual = BlendPlan("blend", 1.0, spans, store_behind_context=True)
+    assert BlendPlan.from_params(contextual.to_params()) == contextual
+    plain = BlendPlan("blend", 1.0, spans)
+    assert "store_behind_context" not in plain.to_params()["ragblend"]
+    assert BlendPlan.from_params(plain.to_params()) == plain
+
+
+def _job(token_ids: list[int], start: int, behind_context: bool) -> BlendJob:
+    plan = BlendPlan(
+        "blend", 1.0, (ChunkSpan(start, start + 2),), store_behind_context=behind_context
+    )
+    return BlendJob("r", token_ids, [0], 0, start + 2, plan)
+
+
+def test_only_a_flagged_job_stores_a_chunk_behind_other_context_of_the_prefix_length() -> None:
+    prefix = [1, 2, 3]
+    assert _job([1, 2, 3, 8, 9, 0], 3, False).right_behind(prefix, 3)
+    assert not _job([1, 7, 7, 8, 9, 0], 3, False).right_behind(prefix, 3)
+    assert _job([1, 7, 7, 8, 9, 0], 3, True).right_behind(prefix, 3)
+    assert not _job([1, 7, 7, 7, 8, 9, 0], 4, True).right_behind(prefix, 4)
