@@ -3,31 +3,33 @@
 One pass over the decoder layers. Layer by layer every cached chunk's K/V is re-rotated to its
 new position, the tokens still "active" are computed fresh and overwrite their cached rows, and at
 check layers the active set narrows to the tokens whose fresh K/V deviate most from the cache
-(HKVD selection, gradually filtered). Tokens with no cache (prefix, gaps, missed chunks) are
-always active. Active queries attend to the fused K/V with an exact causal mask.
+(HKVD selection, gradually filtered; ``check.py`` has the other strategies). Tokens with no cache
+(prefix, gaps, missed chunks) are always active. Active queries attend to the fused K/V with an
+exact causal mask.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from engine.blend.attention import selective_attention
+from engine.blend.check import CheckLayer, rows_to_keep
 from engine.blend.rope import RopeSpec, rotate_keys
-from engine.blend.select import (
-    GradualSchedule,
-    HeadSum,
-    keep_count,
-    kv_deviation,
-    local_heads_only,
-    question_attention,
-    select_top,
+from engine.blend.select import GradualSchedule, HeadSum, keep_count, local_heads_only
+from engine.contract import (
+    DEFAULT_BUDGET_MASS,
+    DEFAULT_CHECK_LAYERS,
+    DEFAULT_METRIC,
+    DEFAULT_QUESTION_POOL,
+    QUESTION_METRICS,
+    CheckLayers,
+    Metric,
 )
-from engine.contract import DEFAULT_CHECK_LAYERS, DEFAULT_METRIC, CheckLayers, Metric
 
 
 class DecoderAdapter(Protocol):
@@ -72,6 +74,10 @@ class Selection:
     chunk_head_tokens: int = 0
     """Leading tokens of every chunk always recomputed: alone, they sat right after the fixed
     prefix, where attention behaves differently (attention sinks), so their cache fits least."""
+    question_pool: float = DEFAULT_QUESTION_POOL
+    """"qv": the question's relevance pool, in multiples of what a check layer keeps."""
+    budget_mass: float = DEFAULT_BUDGET_MASS
+    """Below 1: a check layer keeps only the tokens holding this share of the total score."""
 
     def schedule(self) -> GradualSchedule | None:
         if self.ratio <= 0 or self.ratio >= 1:
@@ -125,9 +131,9 @@ def blend_prefill(
     ``sink`` receives each layer's fused K/V before ``attend`` (default: exact-mask SDPA over
     them) computes the active queries' attention, so an ``attend`` may read them back.
     ``question_start`` (default: the end of the last cached chunk) is where the tokens whose
-    attention the "attn" metric measures begin. Positions before ``settled`` already hold their
-    final K/V where ``attend`` reads (vLLM's prefix cache): they are neither computed nor
-    selected, and their rows of the fused K/V given to ``sink`` are meaningless. ``sum_heads``
+    attention the "attn" and "qv" metrics measure begin. Positions before ``settled`` already
+    hold their final K/V where ``attend`` reads (vLLM's prefix cache): they are neither computed
+    nor selected, and their rows of the fused K/V given to ``sink`` are meaningless. ``sum_heads``
     completes selection scores over the heads other tensor-parallel ranks hold.
     """
     if chunks and rope is None:
@@ -151,9 +157,9 @@ def blend_prefill(
     if question_start is None:
         question_start = max((chunk.end for chunk in chunks), default=0)
     schedule = selection.schedule()
-    metric = selection.metric
-    if metric == "attn" and question_start >= num_tokens:
-        metric = "v"  # nothing after the chunks is blended here, so no question to ask
+    if selection.metric in QUESTION_METRICS and question_start >= num_tokens:
+        # nothing after the chunks is blended here, so no question to ask
+        selection = replace(selection, metric="v")
     active = forced if selection.ratio <= 0 else positions
 
     hidden = model.embed(token_ids[active])
@@ -166,17 +172,11 @@ def blend_prefill(
 
         keep = None if schedule is None else keep_count(schedule, layer, chunk_tokens)
         if keep is not None:
-            keep = max(0, keep - head_tokens)
-            if metric == "attn":
-                scores = _question_attention(
-                    q, active, k_fused, question_start, model.scale, sum_heads
-                )
-            else:
-                stored = (k_cached[active], v_cached[active])
-                scores = kv_deviation(
-                    k_fresh, v_fresh, *stored, metric, selection.normalize, sum_heads
-                )
-            rows = _rows_to_keep(active, cached, scores, keep)
+            check = CheckLayer(
+                q, active, (k_fresh, v_fresh), (k_cached[active], v_cached[active]),
+                k_fused, question_start, model.scale, sum_heads
+            )  # fmt: skip
+            rows = rows_to_keep(check, cached[active], max(0, keep - head_tokens), selection)
             q, residual, active = q[rows], residual[rows], active[rows]
 
         sink(layer, k_fused, v_fused)
@@ -202,19 +202,3 @@ def _cached_layer(
         keys[chunk.start : chunk.end] = rotate_keys(k.to(like.device), delta, rope).to(like.dtype)
         values[chunk.start : chunk.end] = v.to(device=like.device, dtype=like.dtype)
     return keys, values
-
-
-def _question_attention(
-    q: Tensor, active: Tensor, keys: Tensor, question_start: int, scale: float, sum_heads: HeadSum
-) -> Tensor:
-    """Per active row: the attention the question (tokens after the last chunk) pays to it."""
-    asking = active >= question_start
-    return question_attention(q[asking], active[asking], keys, scale, sum_heads)[active]
-
-
-def _rows_to_keep(active: Tensor, cached: Tensor, scores: Tensor, keep: int) -> Tensor:
-    """Rows of ``active`` that stay: uncached ones plus the ``keep`` cached ones scoring highest."""
-    is_cached = cached[active]
-    rows_cached = is_cached.nonzero().flatten()
-    forced_rows = (~is_cached).nonzero().flatten()
-    return select_top(scores.float(), rows_cached, keep, forced_rows)

@@ -11,7 +11,7 @@ from torch import Tensor
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorMetadata
 
 from engine.blend.fuse import Selection
-from engine.contract import BlendPlan, BlendSettings
+from engine.contract import QUESTION_METRICS, BlendPlan, BlendSettings
 
 T = TypeVar("T")
 
@@ -29,7 +29,8 @@ class BlendJob:
     plan: BlendPlan
 
     def selection(self, ratio: float, settings: BlendSettings) -> Selection:
-        """How this job picks the tokens it recomputes: its plan's overrides, else the server's."""
+        """How this job picks the tokens it recomputes: its plan's overrides, else the server's.
+        At ratio 0 only chunk heads asked for by the plan are recomputed (``blend@0/heads=N``)."""
         overrides = self.plan.overrides
         heads = _first_set(overrides.chunk_head_tokens, settings.chunk_head_tokens)
         return Selection(
@@ -37,7 +38,9 @@ class BlendJob:
             _first_set(overrides.check_layers, settings.check_layers),
             _first_set(overrides.metric, settings.metric),
             _first_set(overrides.normalize, settings.normalize),
-            0 if ratio == 0 else heads,
+            _first_set(overrides.chunk_head_tokens, 0) if ratio == 0 else heads,
+            _first_set(overrides.question_pool, settings.question_pool),
+            _first_set(overrides.budget_mass, settings.budget_mass),
         )
 
     def slots(self, block_size: int, device: torch.device) -> Tensor:
@@ -49,7 +52,7 @@ class BlendJob:
     def settled(self, attention_reads_cache: bool, metric: str) -> int:
         """Leading positions vLLM's prefix cache already holds, which the blend can skip when its
         attention reads them from the paged cache (question attention needs their keys)."""
-        if not attention_reads_cache or metric == "attn":
+        if not attention_reads_cache or metric in QUESTION_METRICS:
             return 0
         return self.num_local_cached
 

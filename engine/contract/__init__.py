@@ -18,16 +18,19 @@ from engine.contract.plan import (
 from engine.contract.settings import BlendSettings, shared_secret
 from engine.contract.stats import BlendStats, stats_in, stats_params
 from engine.contract.types import (
+    DEFAULT_BUDGET_MASS,
     DEFAULT_CHECK_LAYERS,
     DEFAULT_CHUNK_HEAD_TOKENS,
     DEFAULT_METRIC,
     DEFAULT_MODE,
+    DEFAULT_QUESTION_POOL,
     DEFAULT_RECOMPUTE_RATIO,
     DEVIATION_METRICS,
     EVICT_KEY,
     METRICS,
     MODES,
     PLAN_KEY,
+    QUESTION_METRICS,
     STATS_KEY,
     CheckLayers,
     Metric,
@@ -37,16 +40,19 @@ from engine.contract.types import (
 )
 
 __all__ = [
+    "DEFAULT_BUDGET_MASS",
     "DEFAULT_CHECK_LAYERS",
     "DEFAULT_CHUNK_HEAD_TOKENS",
     "DEFAULT_METRIC",
     "DEFAULT_MODE",
+    "DEFAULT_QUESTION_POOL",
     "DEFAULT_RECOMPUTE_RATIO",
     "DEVIATION_METRICS",
     "EVICT_KEY",
     "METRICS",
     "MODES",
     "PLAN_KEY",
+    "QUESTION_METRICS",
     "STATS_KEY",
     "BlendPlan",
     "BlendSettings",

@@ -10,6 +10,7 @@ from engine.contract.types import (
     METRICS,
     MODES,
     PLAN_KEY,
+    QUESTION_METRICS,
     CheckLayers,
     Metric,
     Mode,
@@ -33,12 +34,18 @@ class SelectionOverrides:
     metric: Metric | None = None
     normalize: bool | None = None
     chunk_head_tokens: int | None = None
+    question_pool: float | None = None
+    budget_mass: float | None = None
 
     def __post_init__(self) -> None:
         if self.metric is not None and self.metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got {self.metric!r}")
         if self.chunk_head_tokens is not None and self.chunk_head_tokens < 0:
             raise ValueError("chunk_head_tokens must not be negative")
+        if self.question_pool is not None and not self.question_pool >= 1:
+            raise ValueError(f"question_pool must be at least 1, got {self.question_pool}")
+        if self.budget_mass is not None and not 0 < self.budget_mass <= 1:
+            raise ValueError(f"budget_mass must be in (0, 1], got {self.budget_mass}")
 
     def to_params(self) -> dict[str, Any]:
         return {name: value for name, value in asdict(self).items() if value is not None}
@@ -48,11 +55,14 @@ class SelectionOverrides:
         layers = body.get("check_layers")
         normalize = body.get("normalize")
         heads = body.get("chunk_head_tokens")
+        pool, mass = body.get("question_pool"), body.get("budget_mass")
         return cls(
             check_layers=None if layers is None else parse_check_layer_pairs(layers),
             metric=body.get("metric"),
             normalize=None if normalize is None else bool(normalize),
             chunk_head_tokens=None if heads is None else int(heads),
+            question_pool=None if pool is None else float(pool),
+            budget_mass=None if mass is None else float(mass),
         )
 
 
@@ -94,13 +104,13 @@ class BlendPlan:
     def claim_end(self, num_prompt_tokens: int, default_metric: Metric) -> int:
         """Prompt tokens the connector computes; vLLM computes the rest, at least the last one.
 
-        Usually the chunk region; selection by the question's attention needs the question
-        blended too, so it claims all but the last prompt token.
+        Usually the chunk region; selection by the question's attention ("attn", "qv") needs
+        the question blended too, so it claims all but the last prompt token.
         """
         if not self.spans or self.mode == "full":
             return 0
         metric = self.overrides.metric or default_metric
-        asks_question = self.mode == "blend" and metric == "attn"
+        asks_question = self.mode == "blend" and metric in QUESTION_METRICS
         end = num_prompt_tokens if asks_question else self.spans[-1].end
         return min(end, num_prompt_tokens - 1)
 

@@ -6,9 +6,11 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from engine.contract.types import (
+    DEFAULT_BUDGET_MASS,
     DEFAULT_CHECK_LAYERS,
     DEFAULT_CHUNK_HEAD_TOKENS,
     DEFAULT_METRIC,
+    DEFAULT_QUESTION_POOL,
     CheckLayers,
     Metric,
     parse_check_layer_pairs,
@@ -61,6 +63,10 @@ class BlendSettings:
     or ``int8`` (half of bf16)."""
     shared_secret_hex: str = field(default="", repr=False)
     """Secret signing chunk KV, shared by the servers sharing a Redis; empty: ``secret_path``."""
+    question_pool: float = DEFAULT_QUESTION_POOL
+    """Metric "qv": the question's relevance pool, in multiples of what a check layer keeps."""
+    budget_mass: float = DEFAULT_BUDGET_MASS
+    """Below 1: a check layer keeps only the tokens holding this share of the total score."""
 
     @property
     def store_dir(self) -> str:

@@ -8,11 +8,13 @@ Mode = Literal["blend", "reuse", "full"]
 """``blend``: reuse chunk KV, recompute a share; ``reuse``: recompute nothing; ``full``: exact."""
 MODES: tuple[Mode, ...] = get_args(Mode)
 
-Metric = Literal["k", "v", "kv", "attn"]
-"""What picks tokens to recompute: K, V or K+V deviation from the cache, or the question's
-attention to each token ("attn": the question is then blended too)."""
+Metric = Literal["k", "v", "kv", "attn", "qv"]
+"""What picks tokens to recompute: K, V or K+V deviation from the cache, the question's
+attention to each token ("attn"), or both in two stages ("qv": a pool of the tokens the question
+attends to most, then the most V-deviating within it). The last two blend the question too."""
 METRICS: tuple[Metric, ...] = get_args(Metric)
 DEVIATION_METRICS: tuple[Metric, ...] = ("k", "v", "kv")
+QUESTION_METRICS: tuple[Metric, ...] = ("attn", "qv")
 
 CheckLayers = tuple[tuple[int, float], ...]
 """Gradual filtering: after layer L keep ``multiple x ratio`` of the cached chunk tokens."""
@@ -22,6 +24,11 @@ DEFAULT_RECOMPUTE_RATIO = 0.3
 DEFAULT_CHECK_LAYERS: CheckLayers = ((1, 2.0), (2, 1.5), (3, 1.0))
 DEFAULT_METRIC: Metric = "v"
 DEFAULT_CHUNK_HEAD_TOKENS = 8
+DEFAULT_QUESTION_POOL = 3.0
+""""qv": the question's pool holds this many times the tokens a check layer keeps."""
+DEFAULT_BUDGET_MASS = 1.0
+"""Adaptive budget: a check layer keeps the fewest tokens holding this share of the candidates'
+total score, at most the schedule's count; 1.0 always keeps the schedule's count."""
 
 PLAN_KEY = "ragblend"
 EVICT_KEY = "ragblend_evict"

@@ -8,9 +8,11 @@ one article cut into chunks in order (``load_tests/eval/tasks.py`` has each data
 decoding and scores). Every document is one chunk, stored before timing. QA prompts are a chat
 turn (the chunks, then the question; see ``qa_prompt.py``), XSum prompts plain text (prefix,
 chunks, the summary instruction); decoded greedily up to a newline. Reports the mean score
-(F1, or Rouge-L for XSum) with a 95% interval, agreement
-with full prefill's answer and median TTFT per mode, as a table and as JSON; the JSON keys are
-named after the score (``f1``, ``f1_ci95``, ``f1_gap_to_full``; ``rouge_l``...).
+(F1, or Rouge-L for XSum) with a 95% interval, its gap to full prefill with a 95% interval paired
+per item, agreement with full prefill's answer, the mean share of chunk tokens recomputed (what
+the worker reported: 1 - reused / chunk tokens) and median TTFT per mode, as a table and as
+JSON; the JSON keys are named after the score (``f1``, ``f1_ci95``, ``f1_gap_to_full``,
+``f1_gap_ci95``; ``rouge_l``...).
 Modes are specs (``load_tests/eval/strategies.py``): selection options ride on each request,
 so a strategy sweep runs on the same prompts in one engine.
 """
@@ -38,11 +40,12 @@ DEFAULT_MODES = ["full", "reuse", "blend@0.05", "blend@0.1", "blend@0.15", "blen
 
 async def _answer(
     setup: Any, ids: list[int], spans: Any, spec: ModeSpec, task: EvalTask, salt: str
-) -> tuple[str, float]:
+) -> tuple[str, float, float]:
+    """The answer, its TTFT and the share of chunk tokens recomputed for it."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    from engine.contract import BlendPlan
+    from engine.contract import BlendPlan, stats_in
 
     plan = BlendPlan(spec.mode, spec.ratio, spans, spec.overrides)  # type: ignore[arg-type]
     extra = plan.extra_args()
@@ -53,11 +56,15 @@ async def _answer(
         extra_args=extra,
         output_kind=RequestOutputKind.CUMULATIVE,
     )
-    started, first, text = time.perf_counter(), None, ""
+    started, first, text, stats = time.perf_counter(), None, "", None
     async for output in setup.engine.generate(salt, ids, params, salt):
         first = first or time.perf_counter()
         text = output.outputs[0].text
-    return text.strip(), (first or time.perf_counter()) - started
+        stats = stats_in(output.kv_transfer_params) or stats
+    chunk_tokens = sum(span.end - span.start for span in spans)
+    reused = 0 if stats is None else stats.reused_tokens
+    share = 1.0 - reused / chunk_tokens if chunk_tokens else 1.0
+    return text.strip(), (first or time.perf_counter()) - started, share
 
 
 def _prompt(setup: Any, task: EvalTask, item: Any) -> tuple[list[int], Any]:
@@ -90,7 +97,8 @@ async def evaluate(
     for index, item in enumerate(items):
         ids, spans = _prompt(setup, task, item)
         for spec in specs:
-            text, ttft = await _answer(setup, ids, spans, spec, task, f"{spec.name}-{index}")
+            salt = f"{spec.name}-{index}"
+            text, ttft, share = await _answer(setup, ids, spans, spec, task, salt)
             records[spec.name].append(
                 {
                     "id": item.id,
@@ -98,6 +106,7 @@ async def evaluate(
                     **task.score(item, text),
                     "ttft_s": ttft,
                     "prompt_tokens": len(ids),
+                    "recomputed_share": share,
                 }
             )
         key = task.scores[0]
@@ -110,8 +119,9 @@ async def evaluate(
 
 
 def summarize(records: dict[str, list[dict]], scores: tuple[str, ...]) -> list[dict[str, Any]]:
-    """One row per mode; ``scores[0]`` gets a 95% interval and a gap to full, the rest means."""
-    from load_tests.eval.metrics import agreement, mean_ci95
+    """One row per mode; ``scores[0]`` gets a 95% interval and a paired gap to full, the rest
+    means; the mean recomputed share where the records have one."""
+    from load_tests.eval.metrics import agreement, mean_ci95, paired_diff_ci95
 
     key, *others = scores
     full = records.get("full")
@@ -127,11 +137,16 @@ def summarize(records: dict[str, list[dict]], scores: tuple[str, ...]) -> list[d
             **{other: round(statistics.mean(r[other] for r in results), 4) for other in others},
             "median_ttft_s": round(ttft, 4),
         }
+        if all("recomputed_share" in r for r in results):
+            share = statistics.mean(r["recomputed_share"] for r in results)
+            row["recomputed_share"] = round(share, 4)
         if full:
             row["agree_with_full"] = round(
                 agreement([r["answer"] for r in results], [r["answer"] for r in full]), 4
             )
             row[f"{key}_gap_to_full"] = round(mean - statistics.mean(r[key] for r in full), 4)
+            _, low, high = paired_diff_ci95([r[key] for r in results], [r[key] for r in full])
+            row[f"{key}_gap_ci95"] = [round(low, 4), round(high, 4)]
             row["speedup_vs_full"] = round(full_ttft / ttft, 2)
         rows.append(row)
     return rows
@@ -142,15 +157,18 @@ def print_rows(rows: list[dict[str, Any]], scores: tuple[str, ...]) -> None:
     width = max(12, *(len(row["mode"]) for row in rows))
     extra = "".join(f" {SCORE_LABELS[other]:>7}" for other in others)
     print(
-        f"{'mode':{width}} {SCORE_LABELS[key]:>7} {'95% CI':>15}{extra} {'agree':>6} "
-        f"{'TTFT':>8} {'speed':>6}"
+        f"{'mode':{width}} {SCORE_LABELS[key]:>7} {'95% CI':>15}{extra} {'gap':>7} "
+        f"{'paired 95% CI':>17} {'agree':>6} {'share':>6} {'TTFT':>8} {'speed':>6}"
     )
     for row in rows:
         low, high = row[f"{key}_ci95"]
+        gap_low, gap_high = row.get(f"{key}_gap_ci95", (0.0, 0.0))
         means = "".join(f" {row[other]:>7.3f}" for other in others)
         print(
             f"{row['mode']:{width}} {row[key]:>7.3f} {f'[{low:.3f}, {high:.3f}]':>15}{means} "
-            f"{row.get('agree_with_full', 1.0):>6.2f} "
+            f"{row.get(f'{key}_gap_to_full', 0.0):>+7.3f} "
+            f"{f'[{gap_low:+.3f}, {gap_high:+.3f}]':>17} "
+            f"{row.get('agree_with_full', 1.0):>6.2f} {row.get('recomputed_share', 1.0):>6.3f} "
             f"{row['median_ttft_s']:>7.3f}s {row.get('speedup_vs_full', 1.0):>5.2f}x"
         )
 

@@ -1,10 +1,14 @@
 """Mode specs for evaluations: a blend mode, a ratio and per-request selection overrides.
 
     full | reuse | blend@0.15 | blend@0.15/check=1:1/heads=0/metric=k/norm=1
+    blend@0.1/metric=qv/pool=3 | blend@0.2/mass=0.5 | blend@0/heads=16
 
 ``check`` is the gradual schedule (layer:scale pairs, comma-separated), ``heads`` the chunk
-head tokens always recomputed, ``metric`` the deviation (k, v, kv) or the question's attention
-(attn), ``norm`` whether deviations are normalized per token. Options not given keep the
+head tokens always recomputed (at ratio 0: only they), ``metric`` the deviation (k, v, kv), the
+question's attention (attn) or both in two stages (qv: a pool of the most attended tokens, then
+the most V-deviating), ``pool`` the qv pool in multiples of what a check layer keeps, ``mass``
+the adaptive budget (keep only the tokens holding this share of the score, at most the ratio's
+count), ``norm`` whether deviations are normalized per token. Options not given keep the
 engine's settings.
 """
 
@@ -42,6 +46,10 @@ def parse_mode_spec(name: str) -> ModeSpec:
             if value not in METRICS:
                 raise ValueError(f"metric must be one of {METRICS}, got {value!r}")
             fields["metric"] = value
+        elif key == "pool":
+            fields["question_pool"] = float(value)
+        elif key == "mass":
+            fields["budget_mass"] = float(value)
         elif key == "norm":
             fields["normalize"] = value in ("1", "true", "yes")
         else:

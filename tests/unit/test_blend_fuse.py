@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch import Tensor
@@ -157,7 +159,9 @@ def test_chunk_heads_are_always_recomputed_within_the_ratio(
     assert result.recomputed_tokens == len(PREFIX) + recomputed_chunk_tokens
 
 
-def _blend_by_attention(question: list[int], ratio: float, metric: Metric = "attn") -> BlendResult:
+def _blend_by_attention(
+    question: list[int], ratio: float, metric: Metric = "attn", **selection: Any
+) -> BlendResult:
     model = tiny_llama()
     chunks = _random_chunks(3, 20, seed=8)
     ids, spans = _prompt(chunks, question=question)
@@ -166,22 +170,67 @@ def _blend_by_attention(question: list[int], ratio: float, metric: Metric = "att
         ids,
         _placed(model, chunks, spans),
         rope_spec(),
-        Selection(ratio=ratio, metric=metric),
+        Selection(ratio=ratio, metric=metric, **selection),
         lambda _layer, _k, _v: None,
     )
 
 
-def test_selection_by_question_attention_recomputes_the_question_and_the_ratio() -> None:
-    result = _blend_by_attention(question=[9, 8, 7, 6], ratio=0.25)
+@pytest.mark.parametrize("metric", ["attn", "qv"])
+def test_selection_by_question_attention_recomputes_the_question_and_the_ratio(
+    metric: Metric,
+) -> None:
+    result = _blend_by_attention(question=[9, 8, 7, 6], ratio=0.25, metric=metric)
     question = torch.arange(len(PREFIX) + 60, len(PREFIX) + 64)
     assert torch.isin(question, result.recomputed_positions).all()
     assert result.recomputed_tokens == len(PREFIX) + 15 + 4
 
 
-def test_selection_by_question_attention_without_a_question_falls_back_to_v_deviation() -> None:
-    by_attention = _blend_by_attention(question=[], ratio=0.25)
+@pytest.mark.parametrize("metric", ["attn", "qv"])
+def test_selection_by_question_attention_without_a_question_falls_back_to_v_deviation(
+    metric: Metric,
+) -> None:
+    by_attention = _blend_by_attention(question=[], ratio=0.25, metric=metric)
     by_v = _blend_by_attention(question=[], ratio=0.25, metric="v")
     assert torch.equal(by_attention.recomputed_positions, by_v.recomputed_positions)
+
+
+def test_two_stage_selection_narrows_v_deviation_to_what_the_question_reads() -> None:
+    question = [9, 8, 7, 6]
+    by_v = _blend_by_attention(question, 0.1, "v").recomputed_positions
+    wide_pool = _blend_by_attention(question, 0.1, "qv", question_pool=100.0)
+    assert torch.equal(wide_pool.recomputed_positions, by_v)  # the pool held every token
+    # A pool of exactly what is kept: the question's attention alone decides.
+    single = ((1, 1.0),)
+    by_attention = _blend_by_attention(question, 0.1, "attn", check_layers=single)
+    narrow = _blend_by_attention(question, 0.1, "qv", question_pool=1.0, check_layers=single)
+    assert torch.equal(narrow.recomputed_positions, by_attention.recomputed_positions)
+
+
+def test_an_adaptive_budget_recomputes_at_most_the_ratio_and_less_for_a_low_mass() -> None:
+    question = [9, 8, 7, 6]
+    fixed = _blend_by_attention(question, 0.25, "v").recomputed_tokens
+    whole_mass = _blend_by_attention(question, 0.25, "v", budget_mass=1.0).recomputed_tokens
+    half = _blend_by_attention(question, 0.25, "v", budget_mass=0.5).recomputed_tokens
+    tiny = _blend_by_attention(question, 0.25, "v", budget_mass=1e-6).recomputed_tokens
+    assert whole_mass == fixed == len(PREFIX) + 15 + 4
+    assert len(PREFIX) + 1 + 4 == tiny < half < fixed  # the top token alone holds a tiny mass
+
+
+@pytest.mark.parametrize("selection", [{"metric": "qv"}, {"budget_mass": 0.3}])
+def test_ratio_one_is_the_full_prefill_whatever_the_strategy(selection: dict) -> None:
+    model = tiny_llama()
+    chunks = _random_chunks(3, 20, seed=11)
+    ids, spans = _prompt(chunks, question=[5, 6, 7])
+    layers: list[tuple[Tensor, Tensor]] = []
+    blend_prefill(
+        HFAdapter(model),
+        ids,
+        _placed(model, chunks, spans),
+        rope_spec(),
+        Selection(ratio=1.0, **selection),
+        lambda _layer, k, v: layers.append((k.clone(), v.clone())),
+    )
+    assert _relative_error(layers, reference_kv(model, ids)) < 1e-5
 
 
 def _blend_after_settled(

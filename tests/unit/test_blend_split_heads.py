@@ -16,6 +16,7 @@ import pytest
 import torch
 from torch import Tensor
 
+from engine.blend.check import CheckLayer, rows_to_keep
 from engine.blend.fuse import CachedChunk, Selection, blend_prefill
 from engine.blend.select import kv_deviation, local_heads_only, question_attention, select_top
 from engine.contract import Metric
@@ -94,6 +95,38 @@ def test_question_attention_is_summed_over_every_ranks_heads() -> None:
 
     for scores in ThreadRanks(2).run(rank_scores):
         torch.testing.assert_close(scores, whole)
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [Selection(0.2, metric="qv", question_pool=2.0), Selection(0.2, budget_mass=0.6)],
+)
+def test_two_stage_and_adaptive_picks_are_the_same_on_every_rank(selection: Selection) -> None:
+    generator = torch.Generator().manual_seed(6)
+    queries = torch.randn(40, 4, 8, generator=generator)
+    kv = [torch.randn(40, 2, 8, generator=generator) for _ in range(5)]
+    is_cached = torch.arange(40) < 34  # the last 6 tokens are the question
+
+    def check(rank: int, world_size: int, sum_heads: Callable[[Tensor], Tensor]) -> CheckLayer:
+        fresh_k, fresh_v, cached_k, cached_v, keys = (_heads(t, rank, world_size) for t in kv)
+        return CheckLayer(
+            _heads(queries, rank, world_size),
+            torch.arange(40),
+            (fresh_k, fresh_v),
+            (cached_k, cached_v),
+            keys,
+            34,
+            0.35,
+            sum_heads,
+        )
+
+    whole = rows_to_keep(check(0, 1, local_heads_only), is_cached, 7, selection).tolist()
+
+    def rank_rows(rank: int, sum_heads: Callable[[Tensor], Tensor]) -> Tensor:
+        return rows_to_keep(check(rank, 2, sum_heads), is_cached, 7, selection)
+
+    for rows in ThreadRanks(2).run(rank_rows):
+        assert rows.tolist() == whole
 
 
 def test_the_blend_ranks_reduced_scores_not_its_own() -> None:

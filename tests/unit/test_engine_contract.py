@@ -8,10 +8,12 @@ import pytest
 
 from engine.contract import (
     DEFAULT_CHECK_LAYERS,
+    DEFAULT_RECOMPUTE_RATIO,
     BlendPlan,
     BlendSettings,
     BlendStats,
     ChunkSpan,
+    Metric,
     SelectionOverrides,
     parse_check_layers,
     stats_in,
@@ -19,10 +21,24 @@ from engine.contract import (
 )
 
 
-def test_plan_round_trips_through_request_params() -> None:
-    overrides = SelectionOverrides(check_layers=((1, 1.0),), metric="kv", chunk_head_tokens=0)
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        SelectionOverrides(check_layers=((1, 1.0),), metric="kv", chunk_head_tokens=0),
+        SelectionOverrides(metric="qv", question_pool=2.5, budget_mass=0.6),
+    ],
+)
+def test_plan_round_trips_through_request_params(overrides: SelectionOverrides) -> None:
     plan = BlendPlan("blend", 0.1, (ChunkSpan(1, 5), ChunkSpan(5, 9)), overrides)
-    assert BlendPlan.from_params(plan.to_params()) == plan
+    assert BlendPlan.from_params(json.loads(json.dumps(plan.to_params()))) == plan
+
+
+@pytest.mark.parametrize(("pool", "mass"), [(0.5, None), (None, 0.0), (None, 1.2)])
+def test_a_pool_narrower_than_the_budget_or_a_mass_outside_0_1_is_refused(
+    pool: float | None, mass: float | None
+) -> None:
+    with pytest.raises(ValueError, match=r"question_pool|budget_mass"):
+        SelectionOverrides(question_pool=pool, budget_mass=mass)
 
 
 def test_plan_without_overrides_keeps_server_settings() -> None:
@@ -38,14 +54,15 @@ def test_plan_rejects_empty_or_overlapping_spans(spans: tuple[tuple[int, int], .
         BlendPlan("blend", 0.15, tuple(ChunkSpan(*span) for span in spans))
 
 
-def test_attention_selection_claims_the_question_but_not_the_last_token() -> None:
+@pytest.mark.parametrize("metric", ["attn", "qv"])
+def test_attention_selection_claims_the_question_but_not_the_last_token(metric: Metric) -> None:
     spans = (ChunkSpan(1, 5), ChunkSpan(5, 9))
     plain = BlendPlan("blend", 0.15, spans)
-    by_attention = BlendPlan("blend", 0.15, spans, SelectionOverrides(metric="attn"))
+    by_attention = BlendPlan("blend", 0.15, spans, SelectionOverrides(metric=metric))
     assert plain.claim_end(num_prompt_tokens=14, default_metric="v") == 9
-    assert plain.claim_end(num_prompt_tokens=14, default_metric="attn") == 13
+    assert plain.claim_end(num_prompt_tokens=14, default_metric=metric) == 13
     assert by_attention.claim_end(num_prompt_tokens=14, default_metric="v") == 13
-    assert BlendPlan("reuse", 0.0, spans).claim_end(14, "attn") == 9
+    assert BlendPlan("reuse", 0.0, spans).claim_end(14, metric) == 9
     assert BlendPlan("full", 1.0, spans).claim_end(14, "v") == 0
 
 
@@ -94,6 +111,15 @@ def test_statistics_from_a_newer_worker_ignore_unknown_fields() -> None:
 def test_check_layer_schedules_must_ascend_with_positive_multiples(text: str) -> None:
     with pytest.raises(ValueError, match="check layers"):
         parse_check_layers(text)
+
+
+def test_the_server_defaults_select_by_v_deviation_at_a_fixed_ratio() -> None:
+    settings = BlendSettings("m", "/data/chunk_kv", 1 << 20, None, (1,))
+    assert (settings.metric, settings.check_layers, settings.chunk_head_tokens) == (
+        "v", DEFAULT_CHECK_LAYERS, 8
+    )
+    assert (settings.question_pool, settings.budget_mass) == (3.0, 1.0)
+    assert DEFAULT_RECOMPUTE_RATIO == 0.3
 
 
 def test_settings_survive_vllm_extra_config() -> None:

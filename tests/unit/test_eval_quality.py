@@ -52,12 +52,26 @@ def test_qa_rows_keep_the_keys_frontier_reads() -> None:
     full, reuse = summarize(records, QA_TASK.scores)
     assert list(reuse) == [
         "mode", "f1", "f1_ci95", "em", "median_ttft_s",
-        "agree_with_full", "f1_gap_to_full", "speedup_vs_full",
+        "agree_with_full", "f1_gap_to_full", "f1_gap_ci95", "speedup_vs_full",
     ]  # fmt: skip
     assert (reuse["f1"], reuse["em"], reuse["agree_with_full"]) == (0.5, 0.5, 0.5)
     assert (reuse["f1_gap_to_full"], reuse["speedup_vs_full"]) == (-0.25, 4.0)
-    assert full["f1_gap_to_full"] == 0.0
+    low, high = reuse["f1_gap_ci95"]
+    assert low < -0.25 < high  # item gaps 0 and -0.5, paired
+    assert full["f1_gap_to_full"] == 0.0 and full["f1_gap_ci95"] == [0.0, 0.0]
     assert [row["mode"] for row in frontier([full, reuse])] == ["reuse"]
+
+
+def test_rows_report_the_mean_recomputed_share_of_chunk_tokens() -> None:
+    records = {
+        "full": [_record("a", 1.0, f1=1.0, em=1.0, recomputed_share=1.0)] * 2,
+        "blend@0.2/mass=0.5": [
+            _record("a", 0.5, f1=1.0, em=1.0, recomputed_share=0.05),
+            _record("a", 0.5, f1=1.0, em=1.0, recomputed_share=0.15),
+        ],
+    }
+    full, adaptive = summarize(records, QA_TASK.scores)
+    assert (full["recomputed_share"], adaptive["recomputed_share"]) == (1.0, 0.1)
 
 
 def test_summary_rows_are_keyed_by_rouge_l(capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,8 +21,27 @@ def test_blend_options_become_overrides() -> None:
     )
 
 
+def test_two_stage_adaptive_and_heads_only_specs() -> None:
+    assert parse_mode_spec("blend@0.1/metric=qv/pool=3").overrides == SelectionOverrides(
+        metric="qv", question_pool=3.0
+    )
+    adaptive = parse_mode_spec("blend@0.2/mass=0.5")
+    assert (adaptive.ratio, adaptive.overrides) == (0.2, SelectionOverrides(budget_mass=0.5))
+    heads_only = parse_mode_spec("blend@0/heads=16")
+    assert (heads_only.ratio, heads_only.overrides.chunk_head_tokens) == (0.0, 16)
+
+
 @pytest.mark.parametrize(
-    "name", ["blend", "prefix", "blend@0.1/metric=q", "blend@0.1/window=3", "reuse/heads=4"]
+    "name",
+    [
+        "blend",
+        "prefix",
+        "blend@0.1/metric=q",
+        "blend@0.1/window=3",
+        "reuse/heads=4",
+        "blend@0.2/mass=0",
+        "blend@0.1/metric=qv/pool=0.5",
+    ],
 )
 def test_bad_specs_are_rejected(name: str) -> None:
     with pytest.raises(ValueError):
