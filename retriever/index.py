@@ -85,6 +85,13 @@ class VectorIndex:
             self._ids -= present
             return len(present)
 
+    def vector(self, vector_id: int) -> np.ndarray | None:
+        """The vector stored under `vector_id`, or None if that id is not searchable."""
+        with self._lock:
+            if vector_id not in self._ids:
+                return None
+            return self._index.reconstruct(vector_id)
+
     def search(
         self, vector: np.ndarray, k: int, allowed_ids: Collection[int] | None = None
     ) -> list[tuple[int, float]]:

@@ -5,11 +5,13 @@ file, one process per `data_dir`). With a `database_url` it is the PostgreSQL li
 replicas (`retriever.pg_backend`: each keeps its index in memory and follows the database).
 Writes are serialized by one lock, held only for the database transaction and the index update:
 chunking and embedding a batch happen before it is taken, so a large document does not hold up a
-small one or a delete. Searches run alongside writes.
+small one or a delete. Searches run alongside writes. With neighbour contexts, chunks whose
+nearest neighbours a batch joins are marked to be precomputed again (`retriever.neighbours`).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,11 +25,13 @@ from retriever.library_store import LibraryBackend, LibraryStore
 from retriever.local_backend import INDEX_FILE as INDEX_FILE
 from retriever.local_backend import STORE_FILE as STORE_FILE
 from retriever.local_backend import LocalBackend
+from retriever.neighbours import joined_neighbourhoods
 from retriever.pg_backend import SharedBackend
 from retriever.reconcile import TextEmbedder
 from retriever.records import ChunkRow, DocumentDraft, DocumentRow
 from retriever.store_common import DocumentConflict, DuplicateVanished
 
+log = logging.getLogger(__name__)
 EMBED_BATCH = 32
 
 
@@ -42,11 +46,14 @@ class Library:
         index_kind: IndexKind = "flat",
         chunk_tokens: int = 384,
         database_url: str | None = None,
+        context_neighbours: int = 0,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.tokenizer = tokenizer
         self.embedder = embedder
         self.chunk_tokens = chunk_tokens
+        self.context_neighbours = context_neighbours
+        """Neighbours each chunk's KV is computed behind; 0: a fixed prefix, nothing requeued."""
         self._write_lock = threading.Lock()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.backend: LibraryBackend
@@ -87,6 +94,7 @@ class Library:
                 # Content this batch duplicated was deleted meanwhile: it needs chunks after all.
                 drafts, vectors = self._prepare(documents, texts)
                 insertions = self.backend.add(drafts, vectors)
+        self._requeue_joined([chunk_id for added in insertions for chunk_id in added.chunk_ids])
         return [
             IngestResult(
                 id=insertion.document.id,
@@ -134,6 +142,20 @@ class Library:
         """Delete a document; returns its chunks (to drop their KV caches) or None if unknown."""
         with self._write_lock:
             return self.backend.delete(doc_id)
+
+    def _requeue_joined(self, new_ids: list[int]) -> None:
+        """Mark stale the stored chunks whose nearest neighbours now include new ones. The batch
+        is stored whatever happens here, so a failure is logged, not raised."""
+        if not self.context_neighbours or not new_ids:
+            return
+        try:
+            joined = joined_neighbourhoods(self.index, new_ids, self.context_neighbours)
+            requeued = self.store.requeue_chunks(sorted(joined)) if joined else []
+        except Exception:
+            log.exception("could not requeue the neighbours of %d new chunks", len(new_ids))
+            return
+        if requeued:
+            log.info("new chunks joined the neighbours of %d stored ones", len(requeued))
 
     def _prepare(
         self, documents: Sequence[NewDocument], texts: list[str]

@@ -72,7 +72,18 @@ class LibraryStore(Protocol):
 
     def claim_pending_chunks(self, limit: int) -> list[ChunkRow]:
         """Up to `limit` chunks whose KV is still to be precomputed, each handed to one caller
-        across every server sharing the store."""
+        across every server sharing the store: first those never precomputed, then stale ones
+        (`kv_cached` true: their stored KV is to be replaced)."""
+        ...
+
+    def requeue_chunks(self, chunk_ids: Sequence[int]) -> list[int]:
+        """Mark chunks stale, to be precomputed again (their nearest neighbours changed); only
+        chunks whose KV is stored and present, and not already stale. They stay cached meanwhile.
+        Returns the ids marked now."""
+        ...
+
+    def cancel_requeue(self, chunk_id: int) -> None:
+        """A stale chunk could not be precomputed again: it keeps the KV it has."""
         ...
 
 

@@ -1,7 +1,8 @@
 """The shared library's tables on PostgreSQL, created or upgraded by whichever replica starts first.
 
 Beside what the SQLite store keeps, chunks hold their embedding (so replicas never embed again
-what another one ingested) and a precompute claim (`claimed_by` until `claimed_until`), and
+what another one ingested), a precompute claim (`claimed_by` until `claimed_until`) and whether
+their KV is to be precomputed again (`kv_stale`, version 2), and
 `library_changes` logs every add and delete, in commit order, for the replicas to follow.
 `library_log_floor` remembers up to which change the log was trimmed. OpenAI's files, vector
 stores and stored responses are shared too.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import psycopg
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_LOCK = 0x72616762_6C656E64 >> 1
 """Advisory lock key that serializes schema creation between replicas starting together."""
 
@@ -75,6 +76,13 @@ OPENAI_OBJECTS_SCHEMA = (
     )
     """,
 )
+_STALE_CHUNKS = (
+    # Version 2: chunks whose KV is to be precomputed again, behind neighbours that changed.
+    "ALTER TABLE chunks ADD COLUMN kv_stale INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX chunks_stale ON chunks (id) WHERE kv_stale = 1",
+)
+_UPGRADES: dict[int, tuple[str, ...]] = {2: _STALE_CHUNKS}
+"""Statements that bring a database of the version before each key up to it."""
 _SCHEMA = (
     """
     CREATE TABLE documents (
@@ -107,6 +115,7 @@ _SCHEMA = (
     """,
     "CREATE INDEX chunks_awaiting_kv ON chunks (id) WHERE kv_cached = 0",
     "CREATE INDEX chunks_by_kv_key ON chunks (kv_key) WHERE kv_key IS NOT NULL",
+    *_STALE_CHUNKS,
     """
     CREATE TABLE library_changes (
         seq BIGSERIAL PRIMARY KEY,
@@ -137,6 +146,10 @@ def ensure_schema(connection: psycopg.Connection) -> None:
                 f"the library database has schema version {version}; this build understands "
                 f"up to {SCHEMA_VERSION}"
             )
+        for upgrade in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in _UPGRADES[upgrade]:
+                connection.execute(statement)
+            connection.execute("INSERT INTO library_schema VALUES (%s)", (upgrade,))
         return
     for statement in _SCHEMA:
         connection.execute(statement)

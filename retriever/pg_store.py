@@ -33,13 +33,16 @@ from retriever.records import (
     document_values,
     encode_token_ids,
 )
-from retriever.store_common import checked_status, in_requested_order, store_drafts
+from retriever.store_common import (
+    PENDING,
+    REQUEUEABLE,
+    checked_status,
+    in_requested_order,
+    store_drafts,
+)
 
 CLAIM_LEASE_S = 120
 """How long a replica's claim on a chunk to precompute lasts; after that another may take it."""
-_PENDING = (
-    "kv_cached = 0 AND document_id IN (SELECT id FROM documents WHERE status = 'indexed')"
-)
 
 
 class PgDocumentStore:
@@ -141,7 +144,7 @@ class PgDocumentStore:
         ends."""
         with self._db.transaction() as connection:
             row = connection.execute(
-                "UPDATE chunks SET kv_cached = 1, kv_key = %s, kv_present = %s, "
+                "UPDATE chunks SET kv_cached = 1, kv_key = %s, kv_present = %s, kv_stale = 0, "
                 "claimed_by = NULL, claimed_until = NULL WHERE id = %s RETURNING document_id",
                 (kv_key, int(kv_key is not None), chunk_id),
             ).fetchone()
@@ -161,19 +164,39 @@ class PgDocumentStore:
             return kv_presence.refresh_status(shared, sorted(documents))
 
     def claim_pending_chunks(self, limit: int) -> list[ChunkRow]:
-        """Up to `limit` chunks of indexed documents still to precompute that no replica holds
-        a live claim on, oldest first, now claimed by this one for `CLAIM_LEASE_S`."""
+        """Up to `limit` chunks of indexed documents still to precompute, then stale ones (see
+        `requeue_chunks`), that no replica holds a live claim on, oldest first, now claimed by
+        this one for `CLAIM_LEASE_S`."""
         with self._db.transaction() as connection:
             rows = connection.execute(
                 f"UPDATE chunks SET claimed_by = %s, "
                 f"claimed_until = now() + make_interval(secs => %s) WHERE id IN ("
-                f"SELECT id FROM chunks WHERE {_PENDING} "
+                f"SELECT id FROM chunks WHERE ({PENDING} OR kv_stale = 1) "
                 "AND (claimed_until IS NULL OR claimed_until < now()) "
-                "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
-                f"RETURNING {CHUNK_COLUMNS}",
+                "ORDER BY kv_stale, id LIMIT %s FOR UPDATE SKIP LOCKED) "
+                f"RETURNING {CHUNK_COLUMNS}, kv_stale",
                 (self.claimant, CLAIM_LEASE_S, limit),
             ).fetchall()
-        return sorted((chunk_from_row(row) for row in rows), key=lambda chunk: chunk.id)
+        ordered = sorted(rows, key=lambda row: (row[-1], row[0]))
+        return [chunk_from_row(row[:-1]) for row in ordered]
+
+    def requeue_chunks(self, chunk_ids: Sequence[int]) -> list[int]:
+        """Mark chunks stale (see `DocumentStore.requeue_chunks`); any replica may claim them."""
+        with self._db.transaction() as connection:
+            rows = connection.execute(
+                f"UPDATE chunks SET kv_stale = 1 WHERE {REQUEUEABLE} AND id = ANY(%s) RETURNING id",
+                (list(chunk_ids),),
+            ).fetchall()
+        return sorted(int(row[0]) for row in rows)
+
+    def cancel_requeue(self, chunk_id: int) -> None:
+        """A stale chunk could not be precomputed again: it keeps the KV it has; its claim ends."""
+        with self._db.transaction() as connection:
+            connection.execute(
+                "UPDATE chunks SET kv_stale = 0, claimed_by = NULL, claimed_until = NULL "
+                "WHERE id = %s",
+                (chunk_id,),
+            )
 
 
 def _document(connection: psycopg.Connection, condition: str, value: Any) -> DocumentRow | None:

@@ -28,8 +28,14 @@ from retriever.records import (
     document_values,
     encode_token_ids,
 )
+from retriever.store_common import (
+    PENDING,
+    REQUEUEABLE,
+    checked_status,
+    in_requested_order,
+    store_drafts,
+)
 from retriever.store_common import DocumentConflict as DocumentConflict
-from retriever.store_common import checked_status, in_requested_order, store_drafts
 
 
 class DocumentStore:
@@ -128,8 +134,8 @@ class DocumentStore:
         """
         with self._db.transaction() as connection:
             row = connection.execute(
-                "UPDATE chunks SET kv_cached = 1, kv_key = ?, kv_present = ? WHERE id = ? "
-                "RETURNING document_id",
+                "UPDATE chunks SET kv_cached = 1, kv_key = ?, kv_present = ?, kv_stale = 0 "
+                "WHERE id = ? RETURNING document_id",
                 (kv_key, int(kv_key is not None), chunk_id),
             ).fetchone()
             if row is not None:
@@ -155,15 +161,32 @@ class DocumentStore:
         Documents still being ingested are left out, so a document turns `cached` only after it
         was `indexed`.
         """
-        return self._select_chunks(
-            "kv_cached = 0 AND document_id IN (SELECT id FROM documents WHERE status = 'indexed')"
-            " ORDER BY id LIMIT ?",
-            (limit,),
-        )
+        return self._select_chunks(f"{PENDING} ORDER BY id LIMIT ?", (limit,))
 
     def claim_pending_chunks(self, limit: int) -> list[ChunkRow]:
-        """`pending_chunks`: with one server per database there is no one to share them with."""
-        return self.pending_chunks(limit)
+        """`pending_chunks`, then stale ones (see `requeue_chunks`): with one server per database
+        there is no one to share them with."""
+        return self._select_chunks(
+            f"{PENDING} OR kv_stale = 1 ORDER BY kv_stale, id LIMIT ?", (limit,)
+        )
+
+    def requeue_chunks(self, chunk_ids: Sequence[int]) -> list[int]:
+        """Mark chunks stale: their KV is to be precomputed again (their neighbours changed).
+
+        Only chunks whose KV is stored and present are marked, and only once until it is
+        precomputed again; they stay cached meanwhile. Returns the ids marked now."""
+        with self._db.transaction() as connection:
+            rows = connection.execute(
+                f"UPDATE chunks SET kv_stale = 1 WHERE {REQUEUEABLE} "
+                "AND id IN (SELECT value FROM json_each(?)) RETURNING id",
+                (json.dumps(list(chunk_ids)),),
+            ).fetchall()
+        return sorted(row[0] for row in rows)
+
+    def cancel_requeue(self, chunk_id: int) -> None:
+        """A stale chunk could not be precomputed again: it keeps the KV it has."""
+        with self._db.transaction() as connection:
+            connection.execute("UPDATE chunks SET kv_stale = 0 WHERE id = ?", (chunk_id,))
 
     def pending_chunks_of(self, document_id: str) -> list[ChunkRow]:
         """The chunks of one document whose KV cache is not stored yet, in chunk order."""

@@ -1,5 +1,6 @@
 """What every document-store backend (SQLite, PostgreSQL) does the same way, apart from its SQL:
-de-duplication and id conflicts when storing a batch, new document rows, chunk order, status checks.
+de-duplication and id conflicts when storing a batch, new document rows, chunk order, status checks,
+and which chunks await precompute.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from retriever.records import (
     Insertion,
     metadata_json,
 )
+
+PENDING = "(kv_cached = 0 AND document_id IN (SELECT id FROM documents WHERE status = 'indexed'))"
+"""Chunks of indexed documents whose KV was never precomputed."""
+REQUEUEABLE = "kv_cached = 1 AND kv_key IS NOT NULL AND kv_present = 1 AND kv_stale = 0"
+"""Chunks that may be marked stale: their KV is stored and present, and not already stale."""
 
 
 class DocumentConflict(Exception):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from retriever.vector_store_schema import VECTOR_STORE_SCHEMA
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _SCHEMA = (
     """
     CREATE TABLE documents (
@@ -46,6 +46,11 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     # Version 3: OpenAI's files, vector stores and stored responses, beside the documents.
     3: VECTOR_STORE_SCHEMA,
+    # Version 4: chunks whose KV is to be precomputed again, behind neighbours that changed.
+    4: (
+        "ALTER TABLE chunks ADD COLUMN kv_stale INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX chunks_stale ON chunks (id) WHERE kv_stale = 1",
+    ),
 }
 
 
