@@ -71,9 +71,13 @@ def document_chunks(documents: list[str], tokenizer: Any) -> Chunks:
     return Chunks([encode(text + CHUNK_SEPARATOR, add_special_tokens=False) for text in documents])
 
 
+def chunk_separator(tokenizer: Any) -> list[int]:
+    """The tokens placed after every retrieved chunk."""
+    return tokenizer.encode(CHUNK_SEPARATOR, add_special_tokens=False)
+
+
 def stored_chunks(token_ids: list[list[int]], tokenizer: Any) -> Chunks:
-    separator = tokenizer.encode(CHUNK_SEPARATOR, add_special_tokens=False)
-    return Chunks(token_ids, tuple(separator))
+    return Chunks(token_ids, tuple(chunk_separator(tokenizer)))
 
 
 def _place(head: list[int], chunks: Chunks, tail: list[int]) -> ChunkedPrompt:
