@@ -2,17 +2,19 @@
 
     python -m load_tests.bench_blend [--model qwen2.5-coder-0.5b-instruct] [--requests 5]
         [--phases memory,disk,redis,disk-lossless,redis-lossless,disk-int8,redis-int8]
-        [--modes full,reuse,blend@0.15]
+        [--modes full,reuse,blend@0.15,blend@0.1/metric=qv]
 
 Each phase (`load_tests.bench_tiers.PHASES`) starts one engine in a subprocess: ``memory``
 (chunk KV served from the memory tier) runs every mode; ``disk`` and ``redis`` (a memory tier too
 small to hold a chunk, so every chunk is streamed from that tier; ``redis`` starts its own
 redis-server) run full, reuse and blend at 0.15, raw or in the format named (``-lossless``,
-``-int8``). Every prompt is the fixed prefix, the same chunks in a new order, and a question;
-all chunks are stored before timing. ``full`` uses a fresh cache salt per request (no reuse at
-all); ``prefix`` is a plain request with vLLM's prefix cache; blend modes use fresh salts too,
-so only chunk caches help them. Writes a JSON file (with the slow tiers' measured bytes per
-token and store counters) and a PNG plot; prints medians, speed-ups and ratios to memory.
+``-int8``). A mode is ``prefix`` or a spec of ``load_tests/eval/strategies.py``
+(``blend@0.1/metric=qv``, ``blend@0.2/mass=0.5``). Every prompt is the fixed prefix, the same
+chunks in a new order, and a question; all chunks are stored before timing. ``full`` uses a
+fresh cache salt per request (no reuse at all); ``prefix`` is a plain request with vLLM's prefix
+cache; blend modes use fresh salts too, so only chunk caches help them. Writes a JSON file (with
+the slow tiers' measured bytes per token and store counters) and a PNG plot; prints medians,
+speed-ups and ratios to memory.
 """
 
 from __future__ import annotations
@@ -31,18 +33,26 @@ from pathlib import Path
 from typing import Any
 
 from load_tests.bench_tiers import PHASES, TierPhase, measure_disk, measure_redis
+from load_tests.eval.strategies import ModeSpec, parse_mode_spec
 from load_tests.report import output_path
 
-MODES: dict[str, tuple[str, float]] = {
-    "full": ("full", 1.0),
-    "prefix": ("full", 1.0),
-    "reuse": ("reuse", 0.0),
-    "blend@0.05": ("blend", 0.05),
-    "blend@0.1": ("blend", 0.1),
-    "blend@0.15": ("blend", 0.15),
-    "blend@0.2": ("blend", 0.2),
-    "blend@0.3": ("blend", 0.3),
-}
+MODES = (
+    "full",
+    "prefix",
+    "reuse",
+    "blend@0.05",
+    "blend@0.1",
+    "blend@0.15",
+    "blend@0.2",
+    "blend@0.3",
+)
+"""The modes timed by default."""
+
+
+def mode_spec(mode: str) -> ModeSpec:
+    """What a timed mode requests: ``prefix`` is a plain full prefill (vLLM's prefix cache
+    serves it), anything else a mode spec."""
+    return parse_mode_spec("full" if mode == "prefix" else mode)
 
 
 async def time_to_first_token(
@@ -54,8 +64,8 @@ async def time_to_first_token(
 
     from engine.contract import BlendPlan, stats_in
 
-    blend_mode, ratio = MODES[mode]
-    extra = BlendPlan(blend_mode, ratio, prompt.spans).extra_args()
+    spec = mode_spec(mode)
+    extra = BlendPlan(spec.mode, spec.ratio, prompt.spans, spec.overrides).extra_args()
     params = SamplingParams(max_tokens=1, temperature=0, extra_args=extra)
     started = time.perf_counter()
     async for output in engine.generate(salt or "bench", prompt.token_ids, params, salt):
@@ -104,7 +114,8 @@ async def _timed_phase(
     await time_to_first_token(engine, warm, "blend@0.15", "warm")
     await asyncio.to_thread(time.sleep, 2)  # let the slow tiers finish writing
     stored = _stored_entries(phase, workdir, redis_url, bytes.fromhex(secret_hex))
-    timings: dict[str, list[float]] = {mode: [] for mode in phase.modes if mode in args.modes}
+    timed = [mode for mode in args.modes if phase.serves_from == "memory" or mode in phase.modes]
+    timings: dict[str, list[float]] = {mode: [] for mode in timed}
     store: dict[str, int] = {}
     for index, prompt in enumerate(shuffled_prompts(prefix, chunks, question, args.requests, 1)):
         for mode in timings:
@@ -179,8 +190,14 @@ def parse_modes(text: str) -> list[str]:
     """``full,reuse`` -> the modes timed (in each phase that runs them); ``full`` is required,
     as the speed-ups are over it."""
     names = [name.strip() for name in text.split(",") if name.strip()]
-    if "full" not in names or not set(names) <= set(MODES):
-        raise argparse.ArgumentTypeError(f"modes are full and some of {', '.join(MODES)}")
+    try:
+        ratios = [mode_spec(name).ratio for name in names]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"a mode is prefix or a mode spec: {exc}") from None
+    if "full" not in names or not all(0 <= ratio <= 1 for ratio in ratios):
+        raise argparse.ArgumentTypeError(
+            f"modes are full and some of {', '.join(MODES)} or other specs (ratios 0 to 1)"
+        )
     return names
 
 

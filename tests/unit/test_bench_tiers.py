@@ -120,5 +120,10 @@ def test_a_run_can_time_fewer_modes_but_always_full() -> None:
     assert parse_modes("full, reuse,blend@0.15") == ["full", "reuse", "blend@0.15"]
     with pytest.raises(argparse.ArgumentTypeError, match="full"):
         parse_modes("reuse,blend@0.15")
-    with pytest.raises(argparse.ArgumentTypeError):
-        parse_modes("full,blend@0.99")
+    assert parse_modes("full,blend@0.1/metric=qv,blend@0.2/mass=0.5")[1:] == [
+        "blend@0.1/metric=qv",
+        "blend@0.2/mass=0.5",
+    ]
+    for bad in ("full,blend@1.5", "full,blend@0.1/window=3", "full,sideways"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_modes(bad)
