@@ -98,6 +98,8 @@ def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
         check_layers=settings.check_layer_schedule(),
         metric=settings.blend_metric,
         chunk_head_tokens=settings.blend_chunk_head_tokens,
+        question_pool=settings.blend_question_pool,
+        budget_mass=settings.blend_budget_mass,
         redis_url=settings.chunk_cache_redis_url,
         redis_timeout_s=settings.chunk_cache_redis_timeout,
         slow_tier_format=settings.chunk_cache_format,

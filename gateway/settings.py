@@ -10,9 +10,11 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from engine.contract import (
+    DEFAULT_BUDGET_MASS,
     DEFAULT_CHUNK_HEAD_TOKENS,
     DEFAULT_METRIC,
     DEFAULT_MODE,
+    DEFAULT_QUESTION_POOL,
     DEFAULT_RECOMPUTE_RATIO,
     CheckLayers,
     Metric,
@@ -92,12 +94,26 @@ class Settings(BaseSettings):
     )
     blend_metric: Metric = Field(
         DEFAULT_METRIC,
-        description="What selects tokens to recompute: deviation of keys, values or both, or "
-        "`attn`, the question's attention to them (the question is then blended too).",
+        description="What selects tokens to recompute: deviation of keys, values or both, "
+        "`attn`, the question's attention to them, or `qv`, V deviation within a pool of the "
+        "tokens the question attends to most (with `attn` and `qv` the question is blended too).",
     )
     blend_chunk_head_tokens: int = Field(
         DEFAULT_CHUNK_HEAD_TOKENS,
         ge=0, description="Leading tokens of every cached chunk always recomputed in blend mode."
+    )
+    blend_question_pool: float = Field(
+        DEFAULT_QUESTION_POOL,
+        ge=1,
+        description="With `qv`: the question's pool, in multiples of the tokens a check layer "
+        "keeps; the most V-deviating tokens within it are kept.",
+    )
+    blend_budget_mass: float = Field(
+        DEFAULT_BUDGET_MASS,
+        gt=0,
+        le=1,
+        description="Adaptive budget: below 1 a check layer keeps only the fewest tokens holding "
+        "this share of the candidates' total deviation, at most what the ratio allows.",
     )
     chunk_cache_memory_gib: float = Field(
         2.0, gt=0, description="Memory tier of the chunk KV store, in GiB."
