@@ -18,6 +18,7 @@ from engine.contract import BlendSettings, BlendStats
 from engine.models.provision import resolve_model
 from engine.platform import resolve_device
 from engine.runtime import Engine, EngineOptions
+from gateway.chunk_context import NeighbourContext
 from gateway.engine_watch import exit_after_engine_death, wait_for_engine_death
 from gateway.errors import ContainUnexpectedErrors, install_error_handlers
 from gateway.kv_status import KVStatusFollower
@@ -124,6 +125,22 @@ def engine_options(settings: Settings, model_dir: Path, tokenizer: Any) -> Engin
     )
 
 
+def chunk_cache(settings: Settings, engine: Engine, tokenizer: Any) -> ChunkCache:
+    """Behind `passages` the neutral passages after the prompt's head are what a neighbour
+    context takes the place of."""
+    prefix = chunk_prefix(tokenizer, settings.chunk_prefix)
+    if settings.chunk_prefix != "passages":
+        return ChunkCache(engine, prefix)
+    return ChunkCache(engine, prefix, head_len=len(chunk_prefix(tokenizer, "chat")))
+
+
+def context_neighbours(settings: Settings) -> int:
+    """How many neighbours stand before each library chunk's KV; 0: the fixed prefix alone."""
+    if settings.chunk_context == "neighbours":
+        return settings.chunk_context_neighbours
+    return 0
+
+
 async def _open_library(settings: Settings, tokenizer: Any) -> Library | None:
     """The document library, or None (retrieval off, serving on) if it cannot be opened."""
     from retriever.embed import Embedder
@@ -137,6 +154,7 @@ async def _open_library(settings: Settings, tokenizer: Any) -> Library | None:
             settings.index_kind,
             settings.chunk_tokens,
             settings.database_url,
+            context_neighbours(settings),
         )
 
     try:
@@ -155,7 +173,7 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
         tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, model_dir)
         options = engine_options(settings, model_dir, tokenizer)
         engine = await asyncio.to_thread(Engine, options)
-        state.chunk_cache = ChunkCache(engine, chunk_prefix(tokenizer, settings.chunk_prefix))
+        state.chunk_cache = chunk_cache(settings, engine, tokenizer)
         state.library = await _open_library(settings, tokenizer)
         if state.library is not None:
             LIBRARY_PROGRESS.store = state.library.store
@@ -166,7 +184,9 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
                 RagObjects, objects_path, settings.database_url
             )
         if state.library is not None and engine.blending:
-            state.precomputer = Precomputer(state.library, state.chunk_cache)
+            neighbours = context_neighbours(settings)
+            context = NeighbourContext(state.library, tokenizer, neighbours) if neighbours else None
+            state.precomputer = Precomputer(state.library, state.chunk_cache, context)
             state.precomputer.start()
             state.kv_status = KVStatusFollower(state.library.store)
             state.kv_status.start()

@@ -42,6 +42,12 @@ PRECOMPUTED_CHUNKS = Counter(
     "Ingested chunks whose KV was precomputed: stored now (miss) or already stored (hit).",
     ["result"],
 )
+CHUNK_CONTEXT_REFRESHES = Counter(
+    "ragblend_chunk_context_refreshes_total",
+    "Library chunks precomputed again because new chunks joined their nearest neighbours: "
+    "replaced, or kept as they were (the precompute failed).",
+    ["result"],
+)
 
 
 def record_blend(summary: dict[str, Any]) -> None:

@@ -6,6 +6,10 @@ from the document store, so a restart resumes where the last run stopped. With a
 by replicas each chunk is claimed by one of them (`claim_pending_chunks`), and every replica
 looks for unclaimed work now and then, so chunks a crashed replica had claimed get done too.
 While the library's database is down the loop logs once and retries.
+
+With neighbour contexts (`gateway.chunk_context`) each chunk is computed behind its nearest
+chunks, and a chunk whose neighbours changed comes back stale (`kv_cached` already true): it is
+computed again and replaces its stored KV. Should that fail, the chunk keeps the KV it has.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import contextlib
 import logging
 
 from engine.chunk_cache import ChunkCache
-from gateway.metrics import PRECOMPUTED_CHUNKS
+from gateway.chunk_context import NeighbourContext
+from gateway.metrics import CHUNK_CONTEXT_REFRESHES, PRECOMPUTED_CHUNKS
 from retriever.library import Library
 from retriever.library_store import LibraryStore, LibraryUnavailable, OutageLog
 from retriever.records import ChunkRow
@@ -30,9 +35,16 @@ RESCAN_SECONDS = 30
 
 
 class Precomputer:
-    def __init__(self, library: Library, chunk_cache: ChunkCache) -> None:
+    def __init__(
+        self,
+        library: Library,
+        chunk_cache: ChunkCache,
+        context: NeighbourContext | None = None,
+    ) -> None:
         self.library = library
         self.chunk_cache = chunk_cache
+        self.context = context
+        """None: every chunk behind the fixed prefix alone."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._outage = OutageLog(log, "chunk precompute")
@@ -69,10 +81,17 @@ class Precomputer:
                 self.notify()
 
     async def _precompute(self, store: LibraryStore, row: ChunkRow) -> None:
+        stale = row.kv_cached
+        context = None
+        if self.context is not None:  # a database outage is raised here, to retry the chunk
+            context = await asyncio.to_thread(self.context.of, row)
         try:
-            stats = await self.chunk_cache.precompute(row.token_ids)
+            stats = await self.chunk_cache.precompute(row.token_ids, context, replace=stale)
         except Exception:
             log.exception("precomputing chunk %s of %s failed", row.chunk_index, row.document_id)
+            if stale:
+                await self._keep(store, row)
+                return
             await asyncio.to_thread(store.set_status, row.document_id, "failed")
             await asyncio.to_thread(store.mark_chunk_cached, row.id, None)  # no retry forever
             return
@@ -80,6 +99,16 @@ class Precomputer:
         if stats is not None:
             PRECOMPUTED_CHUNKS.labels("hit" if stats.chunks_hit else "miss").inc()
             key = stats.chunk_keys[0] if stats.chunk_keys and not stats.fell_back else None
+        if stale and key is None:
+            await self._keep(store, row)
+            return
+        if stale:
+            CHUNK_CONTEXT_REFRESHES.labels("replaced").inc()
         if not await asyncio.to_thread(store.mark_chunk_cached, row.id, key):
             # The document was deleted meanwhile: drop what was just stored for it.
             await self.chunk_cache.evict([row.token_ids])
+
+    async def _keep(self, store: LibraryStore, row: ChunkRow) -> None:
+        """A stale chunk that was not stored again keeps its KV (and its document's status)."""
+        CHUNK_CONTEXT_REFRESHES.labels("kept").inc()
+        await asyncio.to_thread(store.cancel_requeue, row.id)

@@ -153,6 +153,16 @@ class Settings(BaseSettings):
         "completion prompts start with), `chat` (the chat template's system and user head) or "
         "`passages` (the chat head, then three neutral passages: chunks meet real ones).",
     )
+    chunk_context: Literal["passages", "neighbours"] = Field(
+        "passages",
+        description="What a library chunk's KV is precomputed behind: `passages` (the fixed "
+        "chunk prefix alone) or `neighbours` (its nearest other chunks in the index, most "
+        "similar last, in place of the prefix's neutral passages; precomputed again when new "
+        "chunks join them). Sent `documents` always use the fixed prefix.",
+    )
+    chunk_context_neighbours: int = Field(
+        3, ge=1, le=16, description="With `neighbours`: how many chunks stand before each one."
+    )
     chunk_tokens: int = Field(
         384, ge=64, le=2048, description="Largest ingested chunk, in the served model's tokens."
     )
@@ -236,6 +246,12 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [key.strip() for key in value.split(",") if key.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _neighbours_replace_passages(self) -> Settings:
+        if self.chunk_context == "neighbours" and self.chunk_prefix != "passages":
+            raise ValueError("chunk_context=neighbours needs chunk_prefix=passages to replace")
+        return self
 
     @model_validator(mode="after")
     def _default_models_dir(self) -> Settings:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from gateway.chunk_context import NeighbourContext
 from gateway.rag_prompt import chunk_separator
+from gateway.settings import Settings
 from retriever.index import VectorIndex
 from retriever.library import Library
 from retriever.neighbours import context_order, joined_neighbourhoods, nearest_chunks
@@ -154,3 +156,9 @@ def test_the_rule_on_a_bare_index(kind):
     assert joined_neighbourhoods(index, [6], K) == {1, 2}
     # With three: 30 had 20, 10 and 0, and 5 is nearer than 0; 100 had 30, 20 and 10.
     assert joined_neighbourhoods(index, [6], 3) == {1, 2, 3, 4}
+
+
+def test_neighbour_contexts_take_the_place_of_the_neutral_passages():
+    assert Settings(chunk_context="neighbours").chunk_context_neighbours == 3
+    with pytest.raises(ValidationError, match="chunk_prefix=passages"):
+        Settings(chunk_context="neighbours", chunk_prefix="chat")
