@@ -71,8 +71,11 @@ class ModeReport:
         return sum(self.divergences) / max(1, len(self.divergences))
 
 
-def _request(country: str, order: list[str], model: str, blend: dict[str, Any]) -> dict[str, Any]:
-    documents = [capital_document(name, CAPITALS[name]) for name in order]
+def capital_request(
+    country: str, documents: list[str], model: str, blend: dict[str, Any]
+) -> dict[str, Any]:
+    """The chat request asking for ``country``'s capital over ``documents``, greedy, with the
+    top-10 logprobs of each token."""
     return {
         "model": model,
         "messages": [{"role": "user", "content": f"What is the capital of {country}?"}],
@@ -83,6 +86,11 @@ def _request(country: str, order: list[str], model: str, blend: dict[str, Any]) 
         "top_logprobs": 10,
         "blend": blend,
     }
+
+
+def _request(country: str, order: list[str], model: str, blend: dict[str, Any]) -> dict[str, Any]:
+    documents = [capital_document(name, CAPITALS[name]) for name in order]
+    return capital_request(country, documents, model, blend)
 
 
 def run_selfcheck(client: httpx.Client, model: str, prompts: int) -> list[ModeReport]:

@@ -18,6 +18,7 @@ from gateway.selfcheck import (
     divergence,
     first_token_distribution,
 )
+from tests.integration.capital_questions import answer_text, ask_capital
 from tests.integration.conftest import Server
 
 pytestmark = pytest.mark.integration
@@ -28,27 +29,7 @@ DOCUMENTS = {country: capital_document(country, city) for country, city in CAPIT
 def _ask(
     server: Server, country: str, order: list[str], mode: str, ratio: float | None = None
 ) -> dict[str, Any]:
-    blend: dict[str, Any] = {"mode": mode}
-    if ratio is not None:
-        blend["recompute_ratio"] = ratio
-    body = {
-        "model": server.model,
-        "messages": [{"role": "user", "content": f"What is the capital of {country}?"}],
-        "documents": [DOCUMENTS[name] for name in order],
-        "max_tokens": 12,
-        "temperature": 0,
-        "logprobs": True,
-        "top_logprobs": 10,
-        "blend": blend,
-    }
-    with server.client() as client:
-        reply = client.post("/v1/chat/completions", json=body)
-    assert reply.status_code == 200, reply.text
-    return reply.json()
-
-
-def _text(reply: dict[str, Any]) -> str:
-    return reply["choices"][0]["message"]["content"]
+    return ask_capital(server, country, [DOCUMENTS[name] for name in order], mode, ratio)
 
 
 def _orders(seed: int) -> list[tuple[str, list[str]]]:
@@ -101,7 +82,7 @@ def test_ratio_one_reproduces_the_full_prefill(server: Server, warm: None) -> No
         blended = _ask(server, country, order, "blend", ratio=1.0)
         assert blended["blend"]["chunks_hit"] == len(CAPITALS)
         assert blended["blend"]["reused_tokens"] == 0
-        assert _text(blended) == _text(full)
+        assert answer_text(blended) == answer_text(full)
         reference = first_token_distribution(full)
         assert divergence(reference, first_token_distribution(blended)) < 0.05
 
@@ -132,7 +113,7 @@ def test_a_missing_middle_chunk_leaves_the_others_hitting(server: Server) -> Non
     assert first["blend"]["chunks_hit"] == 2
     assert first["blend"]["chunks_missed"] == 1
     assert second["blend"]["chunks_hit"] == 3
-    assert "Berlin" in _text(first)
+    assert "Berlin" in answer_text(first)
 
 
 def _store_files(server: Server) -> set[Path]:
@@ -166,7 +147,7 @@ def test_a_corrupted_disk_entry_is_a_miss_with_the_same_answer(server: Server) -
         del DOCUMENTS["Atlantis"]
     assert missed["blend"]["chunks_missed"] == 1
     assert corrupted["blend"]["chunks_missed"] == 1
-    assert _text(corrupted) == _text(missed)
+    assert answer_text(corrupted) == answer_text(missed)
     assert healed["blend"]["chunks_hit"] == 2
 
 
@@ -179,8 +160,8 @@ def test_eight_simultaneous_blended_requests_are_all_answered_right(
     with ThreadPoolExecutor(max_workers=8) as pool:
         replies = list(pool.map(lambda job: _ask(server, *job, "blend", ratio=1.0), jobs))
     for (country, order), reply in zip(jobs, replies, strict=True):
-        full = _text(_ask(server, country, order, "full"))
-        assert _text(reply).split(".")[0] == full.split(".")[0]
+        full = answer_text(_ask(server, country, order, "full"))
+        assert answer_text(reply).split(".")[0] == full.split(".")[0]
         assert reply["blend"]["chunks_hit"] == len(CAPITALS)
 
 

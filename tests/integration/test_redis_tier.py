@@ -18,6 +18,7 @@ import pytest
 
 from gateway.selfcheck import CAPITALS, EXACT_DIVERGENCE, capital_document, divergence
 from gateway.selfcheck import first_token_distribution as first_token
+from tests.integration.capital_questions import answer_text, ask_capital
 from tests.integration.conftest import Server, running_server
 from tests.redis_server import RedisServer, running_redis
 
@@ -51,27 +52,7 @@ def servers(
 def ask(
     server: Server, documents: list[str], mode: str = "blend", ratio: float | None = None
 ) -> dict[str, Any]:
-    blend: dict[str, Any] = {"mode": mode}
-    if ratio is not None:
-        blend["recompute_ratio"] = ratio
-    body = {
-        "model": server.model,
-        "messages": [{"role": "user", "content": "What is the capital of Poland?"}],
-        "documents": documents,
-        "max_tokens": 12,
-        "temperature": 0,
-        "logprobs": True,
-        "top_logprobs": 10,
-        "blend": blend,
-    }
-    with server.client() as client:
-        reply = client.post("/v1/chat/completions", json=body)
-    assert reply.status_code == 200, reply.text
-    return reply.json()
-
-
-def text(reply: dict[str, Any]) -> str:
-    return reply["choices"][0]["message"]["content"]
+    return ask_capital(server, "Poland", documents, mode, ratio)
 
 
 def stored_entries(redis_server: RedisServer) -> int:
@@ -107,7 +88,7 @@ def test_a_chunk_computed_by_one_server_is_a_hit_on_the_other(
     assert shared["blend"]["chunks_hit"] == len(DOCUMENTS)
     assert shared["blend"]["rejected_chunks"] == 0 and not shared["blend"]["fell_back"]
     full = ask(second, DOCUMENTS, mode="full")
-    assert text(shared) == text(full)
+    assert answer_text(shared) == answer_text(full)
     assert divergence(first_token(full), first_token(shared)) < EXACT_DIVERGENCE
     assert ask(second, DOCUMENTS)["blend"]["chunks_hit"] == len(DOCUMENTS)  # from B's disk now
 

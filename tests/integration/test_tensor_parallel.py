@@ -22,6 +22,7 @@ from gateway.selfcheck import (
     divergence,
     first_token_distribution,
 )
+from tests.integration.capital_questions import answer_text, ask_capital
 from tests.integration.conftest import Server, running_server
 
 pytestmark = pytest.mark.integration
@@ -44,27 +45,7 @@ def split_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def _ask(
     server: Server, country: str, order: list[str], mode: str, ratio: float | None = None
 ) -> dict[str, Any]:
-    blend: dict[str, Any] = {"mode": mode}
-    if ratio is not None:
-        blend["recompute_ratio"] = ratio
-    body = {
-        "model": server.model,
-        "messages": [{"role": "user", "content": f"What is the capital of {country}?"}],
-        "documents": [DOCUMENTS[name] for name in order],
-        "max_tokens": 12,
-        "temperature": 0,
-        "logprobs": True,
-        "top_logprobs": 10,
-        "blend": blend,
-    }
-    with server.client() as client:
-        reply = client.post("/v1/chat/completions", json=body)
-    assert reply.status_code == 200, reply.text
-    return reply.json()
-
-
-def _text(reply: dict[str, Any]) -> str:
-    return reply["choices"][0]["message"]["content"]
+    return ask_capital(server, country, [DOCUMENTS[name] for name in order], mode, ratio)
 
 
 def _rank_dirs(server: Server) -> list[Path]:
@@ -108,7 +89,7 @@ def test_ratio_one_reproduces_the_full_prefill(split_server: Server, warm: None)
         blended = _ask(split_server, country, order, "blend", ratio=1.0)
         assert blended["blend"]["chunks_hit"] == len(CAPITALS)
         assert blended["blend"]["reused_tokens"] == 0
-        assert _text(blended) == _text(full)
+        assert answer_text(blended) == answer_text(full)
         reference = first_token_distribution(full)
         assert divergence(reference, first_token_distribution(blended)) < EXACT_DIVERGENCE
 
@@ -118,7 +99,7 @@ def test_the_default_blend_answers_from_the_reused_chunks(split_server: Server, 
         reply = _ask(split_server, country, order, "blend")
         assert reply["blend"]["chunks_hit"] == len(CAPITALS)
         assert 0 < reply["blend"]["recomputed_tokens"] < reply["blend"]["reused_tokens"]
-        assert CAPITALS[country] in _text(reply)
+        assert CAPITALS[country] in answer_text(reply)
 
 
 def test_a_chunk_missing_on_one_rank_is_recomputed_on_every_rank(
@@ -131,6 +112,6 @@ def test_a_chunk_missing_on_one_rank_is_recomputed_on_every_rank(
     lopsided = _ask(split_server, "Austria", order, "blend")
     assert lopsided["blend"]["chunks_hit"] == 0
     assert lopsided["blend"]["chunks_missed"] == 2
-    assert _text(lopsided) == _text(_ask(split_server, "Austria", order, "full"))
+    assert answer_text(lopsided) == answer_text(_ask(split_server, "Austria", order, "full"))
     again = _ask(split_server, "Germany", order, "blend")
     assert again["blend"]["chunks_hit"] == 2

@@ -1,0 +1,30 @@
+"""The capital question the blending tests ask a real server, over documents given inline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.selfcheck import capital_request
+from tests.integration.conftest import Server
+
+
+def ask_capital(
+    server: Server,
+    country: str,
+    documents: list[str],
+    mode: str = "blend",
+    ratio: float | None = None,
+) -> dict[str, Any]:
+    """The selfcheck's capital question over ``documents``; fails the test unless answered."""
+    blend: dict[str, Any] = {"mode": mode}
+    if ratio is not None:
+        blend["recompute_ratio"] = ratio
+    body = capital_request(country, documents, server.model, blend)
+    with server.client() as client:
+        reply = client.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def answer_text(reply: dict[str, Any]) -> str:
+    return reply["choices"][0]["message"]["content"]
