@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 import shutil
 import signal
-import socket
 import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
+
+from load_tests.launch import free_port, launched, listening
 
 CONFIG = Path(__file__).resolve().parents[1] / "docker" / "nginx.conf"
 START_SECONDS = 10.0
@@ -27,12 +28,6 @@ LISTEN = re.compile(r"^(\s*)listen 8000;$", re.MULTILINE)
 
 class FrontUnavailable(RuntimeError):
     """nginx is missing, refused the configuration, or did not listen in time."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def nginx_binary() -> str:
@@ -62,14 +57,6 @@ def check_config(config_path: Path, prefix: Path) -> subprocess.CompletedProcess
     return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
-
-
 @contextmanager
 def running_front(upstreams: Sequence[str], directory: Path) -> Iterator[str]:
     """nginx in front of `upstreams` with its files under `directory`; yields the front's URL."""
@@ -85,21 +72,7 @@ def running_front(upstreams: Sequence[str], directory: Path) -> Iterator[str]:
         "-g", "daemon off;",
     ]  # fmt: skip
     log_path = directory / "nginx.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + START_SECONDS
-        while not _listening(port):
-            if process.poll() is not None:
-                raise FrontUnavailable(f"nginx exited: {log_path.read_text()}")
-            if time.monotonic() > deadline:
-                raise FrontUnavailable(f"nginx did not listen within {START_SECONDS} s")
-            time.sleep(0.05)
+    ready = partial(listening, port)
+    # SIGTERM is nginx's fast shutdown: open streams are cut.
+    with launched(command, log_path, ready, START_SECONDS, FrontUnavailable, signal.SIGTERM):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.send_signal(signal.SIGTERM)  # fast shutdown: open streams are cut
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)

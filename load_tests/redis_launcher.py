@@ -8,24 +8,17 @@ answers PING, and kills it when the block ends.
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from load_tests.launch import free_port, launched
 
 START_SECONDS = 10.0
 
 
 class RedisUnavailable(RuntimeError):
     """redis-server is missing, exited, or did not answer in time."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _answers_ping(port: int) -> bool:
@@ -58,17 +51,5 @@ def running_redis(directory: Path, maxmemory: str = "2gb") -> Iterator[str]:
         "--maxmemory-policy", "allkeys-lru",
     ]  # fmt: skip
     log_path = directory / "redis.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + START_SECONDS
-        while not _answers_ping(port):
-            if process.poll() is not None:
-                raise RedisUnavailable(f"redis-server exited: {log_path.read_text()}")
-            if time.monotonic() > deadline:
-                raise RedisUnavailable(f"redis-server did not answer within {START_SECONDS} s")
-            time.sleep(0.05)
+    with launched(command, log_path, lambda: _answers_ping(port), START_SECONDS, RedisUnavailable):
         yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.kill()
-        process.wait(timeout=10)

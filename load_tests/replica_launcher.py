@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from load_tests.nginx_front import free_port
+from load_tests.launch import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 READY_SECONDS = 900.0
