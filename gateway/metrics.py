@@ -45,7 +45,8 @@ PRECOMPUTED_CHUNKS = Counter(
 CHUNK_CONTEXT_REFRESHES = Counter(
     "ragblend_chunk_context_refreshes_total",
     "Library chunks precomputed again because new chunks joined their nearest neighbours: "
-    "replaced, or kept as they were (the precompute failed).",
+    "replaced, or failed (then precomputed plainly: kept if still stored, else stored behind "
+    "the fixed prefix).",
     ["result"],
 )
 

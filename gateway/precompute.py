@@ -9,7 +9,7 @@ While the library's database is down the loop logs once and retries.
 
 With neighbour contexts (`gateway.chunk_context`) each chunk is computed behind its nearest
 chunks, and a chunk whose neighbours changed comes back stale (`kv_cached` already true): it is
-computed again and replaces its stored KV. Should that fail, the chunk keeps the KV it has.
+computed again and replaces its stored KV; its document stays cached throughout.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import contextlib
 import logging
 
 from engine.chunk_cache import ChunkCache
+from engine.contract import BlendStats
 from gateway.chunk_context import NeighbourContext
 from gateway.metrics import CHUNK_CONTEXT_REFRESHES, PRECOMPUTED_CHUNKS
 from retriever.library import Library
@@ -81,34 +82,60 @@ class Precomputer:
                 self.notify()
 
     async def _precompute(self, store: LibraryStore, row: ChunkRow) -> None:
-        stale = row.kv_cached
-        context = None
-        if self.context is not None:  # a database outage is raised here, to retry the chunk
-            context = await asyncio.to_thread(self.context.of, row)
+        if row.kv_cached:
+            await self._refresh(store, row)
+            return
+        context = await self._context(row)
         try:
-            stats = await self.chunk_cache.precompute(row.token_ids, context, replace=stale)
+            stats = await self.chunk_cache.precompute(row.token_ids, context)
         except Exception:
             log.exception("precomputing chunk %s of %s failed", row.chunk_index, row.document_id)
-            if stale:
-                await self._keep(store, row)
-                return
             await asyncio.to_thread(store.set_status, row.document_id, "failed")
             await asyncio.to_thread(store.mark_chunk_cached, row.id, None)  # no retry forever
             return
-        key = None
-        if stats is not None:
-            PRECOMPUTED_CHUNKS.labels("hit" if stats.chunks_hit else "miss").inc()
-            key = stats.chunk_keys[0] if stats.chunk_keys and not stats.fell_back else None
-        if stale and key is None:
-            await self._keep(store, row)
+        await self._record(store, row, _stored_key(stats))
+
+    async def _refresh(self, store: LibraryStore, row: ChunkRow) -> None:
+        """A stale chunk: computed again behind its neighbours now, replacing its entry. A
+        replace deletes the old entry first, so when no new one is stored the chunk is
+        precomputed plainly: kept if its entry survived, else stored behind the fixed prefix.
+        Should that fail too, its record stays as it is (logged)."""
+        context = await self._context(row)
+        key = await self._stored_or_none(row, context, replace=True)
+        CHUNK_CONTEXT_REFRESHES.labels("failed" if key is None else "replaced").inc()
+        if key is None:
+            key = await self._stored_or_none(row, None, replace=False)
+        if key is None:
+            await asyncio.to_thread(store.cancel_requeue, row.id)
             return
-        if stale:
-            CHUNK_CONTEXT_REFRESHES.labels("replaced").inc()
+        await self._record(store, row, key)
+
+    async def _context(self, row: ChunkRow) -> list[list[int]] | None:
+        """What the chunk is computed behind; a database outage is raised, to retry it later."""
+        if self.context is None:
+            return None
+        return await asyncio.to_thread(self.context.of, row)
+
+    async def _stored_or_none(
+        self, row: ChunkRow, context: list[list[int]] | None, replace: bool
+    ) -> str | None:
+        """The key the chunk is stored under after this precompute, or None (failure logged)."""
+        try:
+            stats = await self.chunk_cache.precompute(row.token_ids, context, replace=replace)
+        except Exception:
+            log.exception("refreshing chunk %s of %s failed", row.chunk_index, row.document_id)
+            return None
+        return _stored_key(stats)
+
+    async def _record(self, store: LibraryStore, row: ChunkRow, key: str | None) -> None:
         if not await asyncio.to_thread(store.mark_chunk_cached, row.id, key):
             # The document was deleted meanwhile: drop what was just stored for it.
             await self.chunk_cache.evict([row.token_ids])
 
-    async def _keep(self, store: LibraryStore, row: ChunkRow) -> None:
-        """A stale chunk that was not stored again keeps its KV (and its document's status)."""
-        CHUNK_CONTEXT_REFRESHES.labels("kept").inc()
-        await asyncio.to_thread(store.cancel_requeue, row.id)
+
+def _stored_key(stats: BlendStats | None) -> str | None:
+    """The chunk-store key a precompute stored the chunk under (counted), or None."""
+    if stats is None:
+        return None
+    PRECOMPUTED_CHUNKS.labels("hit" if stats.chunks_hit else "miss").inc()
+    return stats.chunk_keys[0] if stats.chunk_keys and not stats.fell_back else None
