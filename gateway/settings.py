@@ -95,8 +95,10 @@ class Settings(BaseSettings):
     blend_metric: Metric = Field(
         DEFAULT_METRIC,
         description="What selects tokens to recompute: deviation of keys, values or both, "
-        "`attn`, the question's attention to them, or `qv`, V deviation within a pool of the "
-        "tokens the question attends to most (with `attn` and `qv` the question is blended too).",
+        "`attn`, the question's attention to them, `qv`, V deviation within a pool of the "
+        "tokens the question attends to most, or `probe`, the question's attention over the "
+        "reused cache at the first check layer before any chunk token is computed (with `attn`, "
+        "`qv` and `probe` the question is blended too).",
     )
     blend_chunk_head_tokens: int = Field(
         DEFAULT_CHUNK_HEAD_TOKENS,

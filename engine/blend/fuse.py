@@ -19,8 +19,16 @@ from torch import Tensor
 
 from engine.blend.attention import selective_attention
 from engine.blend.check import CheckLayer, rows_to_keep
+from engine.blend.probe import probe_question, replayable
 from engine.blend.rope import RopeSpec, rotate_keys
-from engine.blend.select import GradualSchedule, HeadSum, keep_count, local_heads_only
+from engine.blend.select import (
+    GradualSchedule,
+    HeadSum,
+    fraction_count,
+    keep_count,
+    local_heads_only,
+    select_top,
+)
 from engine.contract import (
     DEFAULT_BUDGET_MASS,
     DEFAULT_CHECK_LAYERS,
@@ -161,6 +169,14 @@ def blend_prefill(
         # nothing after the chunks is blended here, so no question to ask
         selection = replace(selection, metric="v")
     active = forced if selection.ratio <= 0 else positions
+    if selection.metric == "probe" and schedule is not None:
+        keep = max(0, fraction_count(selection.ratio, chunk_tokens) - head_tokens)
+        probe_layer = selection.check_layers[0][0] if selection.check_layers else 1
+        chunks, active = _choose_by_probe(
+            model, token_ids, chunks, rope, forced, cached, keep, question_start, probe_layer,
+            sum_heads
+        )  # fmt: skip
+        schedule = None  # the chosen tokens are computed in every layer, no check narrows them
 
     hidden = model.embed(token_ids[active])
     residual: Tensor | None = None
@@ -187,6 +203,33 @@ def blend_prefill(
         hidden, residual = model.finish(layer, attention.flatten(1), residual)
 
     return BlendResult(num_tokens, active)
+
+
+def _choose_by_probe(
+    model: DecoderAdapter,
+    token_ids: Tensor,
+    chunks: list[CachedChunk],
+    rope: RopeSpec | None,
+    forced: Tensor,
+    cached: Tensor,
+    keep: int,
+    question_start: int,
+    probe_layer: int,
+    sum_heads: HeadSum,
+) -> tuple[list[CachedChunk], Tensor]:
+    """(the chunks, ready to blend from layer 0; the positions to compute in every layer): the
+    uncached ones and the ``keep`` cached ones the question's probe attends to most."""
+    probing, blending = replayable(chunks, probe_layer + 1)
+    num_tokens = token_ids.shape[0]
+
+    def cached_layer(layer_chunks: list[CachedChunk], like: Tensor) -> tuple[Tensor, Tensor]:
+        return _cached_layer(layer_chunks, num_tokens, like, rope)
+
+    scores = probe_question(
+        model, token_ids, probing, cached_layer, forced, question_start, probe_layer, sum_heads
+    )
+    candidates = cached.nonzero().flatten()
+    return blending, select_top(scores, candidates, keep, forced)
 
 
 def _cached_layer(

@@ -95,7 +95,7 @@ def question_attention(
     return sum_heads(logits.softmax(dim=-1).sum(dim=(0, 1)))
 
 
-def _fraction_count(fraction: float, num: int) -> int:
+def fraction_count(fraction: float, num: int) -> int:
     """round(fraction * num), at least 1 when fraction > 0 and num > 0."""
     if fraction <= 0 or num == 0:
         return 0
@@ -123,7 +123,7 @@ def select_top(
     if isinstance(ratio_or_count, float):
         if not 0.0 <= ratio_or_count <= 1.0:
             raise ValueError(f"ratio must be in [0, 1], got {ratio_or_count}")
-        count = _fraction_count(ratio_or_count, candidates.numel())
+        count = fraction_count(ratio_or_count, candidates.numel())
     else:
         if ratio_or_count < 0:
             raise ValueError(f"count must be >= 0, got {ratio_or_count}")
@@ -166,5 +166,5 @@ def keep_count(schedule: GradualSchedule, layer: int, num_candidates: int) -> in
     """How many candidates survive check layer `layer`; None if `layer` is not a check layer."""
     for check_layer, fraction in schedule.checkpoints:
         if check_layer == layer:
-            return _fraction_count(fraction, num_candidates)
+            return fraction_count(fraction, num_candidates)
     return None

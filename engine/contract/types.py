@@ -8,13 +8,15 @@ Mode = Literal["blend", "reuse", "full"]
 """``blend``: reuse chunk KV, recompute a share; ``reuse``: recompute nothing; ``full``: exact."""
 MODES: tuple[Mode, ...] = get_args(Mode)
 
-Metric = Literal["k", "v", "kv", "attn", "qv"]
+Metric = Literal["k", "v", "kv", "attn", "qv", "probe"]
 """What picks tokens to recompute: K, V or K+V deviation from the cache, the question's
 attention to each token ("attn"), or both in two stages ("qv": a pool of the tokens the question
-attends to most, then the most V-deviating within it). The last two blend the question too."""
+attends to most, then the most V-deviating within it), or the question's attention probed over
+the reused cache before any chunk token is computed ("probe": the chosen tokens are computed in
+every layer, no layer is computed whole). The last three blend the question too."""
 METRICS: tuple[Metric, ...] = get_args(Metric)
 DEVIATION_METRICS: tuple[Metric, ...] = ("k", "v", "kv")
-QUESTION_METRICS: tuple[Metric, ...] = ("attn", "qv")
+QUESTION_METRICS: tuple[Metric, ...] = ("attn", "qv", "probe")
 
 CheckLayers = tuple[tuple[int, float], ...]
 """Gradual filtering: after layer L keep ``multiple x ratio`` of the cached chunk tokens."""

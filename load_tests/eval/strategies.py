@@ -1,12 +1,13 @@
 """Mode specs for evaluations: a blend mode, a ratio and per-request selection overrides.
 
     full | reuse | blend@0.15 | blend@0.15/check=1:1/heads=0/metric=k/norm=1
-    blend@0.1/metric=qv/pool=3 | blend@0.2/mass=0.5 | blend@0/heads=16
+    blend@0.1/metric=qv/pool=3 | blend@0.2/mass=0.5 | blend@0/heads=16 | blend@0.1/metric=probe
 
 ``check`` is the gradual schedule (layer:scale pairs, comma-separated), ``heads`` the chunk
 head tokens always recomputed (at ratio 0: only they), ``metric`` the deviation (k, v, kv), the
-question's attention (attn) or both in two stages (qv: a pool of the most attended tokens, then
-the most V-deviating), ``pool`` the qv pool in multiples of what a check layer keeps, ``mass``
+question's attention (attn), both in two stages (qv: a pool of the most attended tokens, then
+the most V-deviating) or the question probing the reused cache before any chunk token is
+computed (probe: no layer computed whole), ``pool`` the qv pool in multiples of what a check layer keeps, ``mass``
 the adaptive budget (keep only the tokens holding this share of the score, at most the ratio's
 count), ``norm`` whether deviations are normalized per token. Options not given keep the
 engine's settings.
