@@ -5,14 +5,14 @@
 
 QA items are a gold passage plus distractor passages from other items, shuffled; XSum items are
 one article cut into chunks in order (``load_tests/eval/tasks.py`` has each dataset's prompt,
-decoding and scores). Every document is one chunk, stored before timing. QA prompts are a chat
-turn (the chunks, then the question; see ``qa_prompt.py``), XSum prompts plain text (prefix,
-chunks, the summary instruction); decoded greedily up to a newline. Reports the mean score
-(F1, or Rouge-L for XSum) with a 95% interval, its gap to full prefill with a 95% interval paired
-per item, agreement with full prefill's answer, the mean share of chunk tokens recomputed (what
-the worker reported: 1 - reused / chunk tokens) and median TTFT per mode, as a table and as
-JSON; the JSON keys are named after the score (``f1``, ``f1_ci95``, ``f1_gap_to_full``,
-``f1_gap_ci95``; ``rouge_l``...).
+decoding and scores). Every document is one chunk, stored before the item's first mode is timed.
+QA prompts are a chat turn (the chunks, then the question; see ``qa_prompt.py``), XSum prompts
+plain text (prefix, chunks, the summary instruction); decoded greedily up to a newline. Reports
+the mean score (F1, or Rouge-L for XSum) with a 95% interval, its gap to full prefill with a 95%
+interval paired per item, agreement with full prefill's answer, the mean share of chunk tokens
+recomputed (what the worker reported: 1 - reused / chunk tokens) and median TTFT per mode, as a
+table and as JSON, rewritten after every item so a cut run keeps its items; the JSON keys are
+named after the score (``f1``, ``f1_ci95``, ``f1_gap_to_full``, ``f1_gap_ci95``; ``rouge_l``...).
 Modes are specs (``load_tests/eval/strategies.py``): selection options ride on each request,
 so a strategy sweep runs on the same prompts in one engine.
 """
@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
@@ -82,19 +83,23 @@ def _prompt(setup: Any, task: EvalTask, item: Any) -> tuple[list[int], Any]:
 
 
 async def evaluate(
-    setup: Any, items: list[Any], modes: list[str], task: EvalTask
+    setup: Any,
+    items: list[Any],
+    modes: list[str],
+    task: EvalTask,
+    after_item: Callable[[dict[str, list[dict]]], None] | None = None,
 ) -> dict[str, list[dict]]:
-    """Per mode, one record per item: the answer, its scores, TTFT and prompt length."""
+    """Per mode, one record per item: the answer, its scores, TTFT, prompt length and recomputed
+    share. ``after_item`` sees the records so far once every mode has answered an item."""
     from engine.chunk_cache import ChunkCache
     from gateway.rag_prompt import document_chunks
 
     cache = ChunkCache(setup.engine, setup.prefix)
-    for item in items:
-        for chunk in document_chunks(item.documents, setup.tokenizer).token_ids:
-            await cache.precompute(chunk)
     specs = [parse_mode_spec(mode) for mode in modes]
     records: dict[str, list[dict]] = {mode: [] for mode in modes}
     for index, item in enumerate(items):
+        for chunk in document_chunks(item.documents, setup.tokenizer).token_ids:
+            await cache.precompute(chunk)  # stored before timing; a stored one is a hit
         ids, spans = _prompt(setup, task, item)
         for spec in specs:
             salt = f"{spec.name}-{index}"
@@ -115,6 +120,8 @@ async def evaluate(
             + ", ".join(f"{mode}={records[mode][-1][key]:.2f}" for mode in modes),
             file=sys.stderr,
         )
+        if after_item is not None:
+            after_item(records)
     return records
 
 
@@ -227,6 +234,16 @@ def main() -> int:
     task = TASKS[args.dataset]
     items = load_items(args)
     modes = args.modes
+    out = output_path(Path(args.out), ".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(records: dict[str, list[dict]]) -> list[dict[str, Any]]:
+        """The summary and the records so far into the JSON file: a cut run keeps its items."""
+        rows = summarize(records, task.scores)
+        document = {"settings": vars(args), "score": task.scores[0], "rows": rows}
+        out.write_text(json.dumps({**document, "records": records}, indent=1))
+        return rows
+
     with tempfile.TemporaryDirectory(prefix="quality-") as workdir:
         setup = start_engine(
             args.model,
@@ -238,14 +255,9 @@ def main() -> int:
             check_layers=parse_check_layers(args.check_layers),
             chunk_head_tokens=args.head_tokens,
         )
-        records = asyncio.run(evaluate(setup, items, modes, task))
+        records = asyncio.run(evaluate(setup, items, modes, task, write))
         setup.engine.shutdown()
-    rows = summarize(records, task.scores)
-    print_rows(rows, task.scores)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    document = {"settings": vars(args), "score": task.scores[0], "rows": rows, "records": records}
-    output_path(out, ".json").write_text(json.dumps(document, indent=1))
+    print_rows(write(records), task.scores)
     return 0
 
 
