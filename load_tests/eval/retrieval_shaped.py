@@ -1,0 +1,235 @@
+"""Answer quality on retrieval-shaped prompts, chunks precomputed behind the fixed prefix or behind
+their nearest neighbours (issue 15), in one in-process engine.
+
+    python -m load_tests.eval.retrieval_shaped --split tune --items 100 \\
+        --out docs/bench/neighbours_kc_tune_0.5b
+
+The QA items' documents (gold + distractors) are pooled into one library, embedded with the
+project's embedder (``retriever/embed.py``) into a flat FAISS index (``retriever/index.py``);
+each question retrieves its top ``--top-k`` passages, which stand in the prompt most relevant
+LAST, right before the question. Chunk-context variants: ``passages``, every retrieved passage
+precomputed behind the fixed prefix (today's behaviour); ``neighbours``, each precomputed behind
+its ``--neighbours`` nearest other passages of the library by embedding, most similar last
+(``ChunkCache.precompute(chunk, context)``). Items run in batches (``--batch-items``): per batch
+each variant precomputes the batch's passages, replacing what the previous one stored, then asks
+every mode; full prefill does not depend on the variant and runs once. The report is rewritten
+after every batch, so a cut run keeps the batches it finished. Reports per
+variant and mode: F1, its paired gap to full with a 95% interval, agreement with full, and the
+gold passage's recall in the top k. Prompts, decoding and scores are ``quality.py``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from load_tests.eval.quality import _answer, _prompt, build_parser, load_items, summarize
+from load_tests.eval.strategies import parse_mode_spec
+from load_tests.eval.tasks import TASKS, EvalTask
+from load_tests.report import output_path
+
+VARIANTS = ("passages", "neighbours")
+
+
+@dataclasses.dataclass
+class PassageLibrary:
+    """Every distinct document of the items and a flat index of their embeddings."""
+
+    passages: list[str]
+    index: Any  # retriever.index.VectorIndex, ids = positions in ``passages``
+
+    @classmethod
+    def of(cls, items: list[Any], embedder: Any) -> PassageLibrary:
+        from retriever.index import VectorIndex
+
+        passages = list(dict.fromkeys(doc for item in items for doc in item.documents))
+        vectors = embedder.embed(passages)
+        index = VectorIndex(vectors.shape[1])
+        index.add(range(len(passages)), vectors)
+        return cls(passages, index)
+
+    def retrieve(self, query: np.ndarray, k: int) -> list[int]:
+        """The ``k`` passages nearest ``query``, least similar first (the best one last)."""
+        return [pid for pid, _ in self.index.search(query, k)][::-1]
+
+    def neighbours(self, pid: int, k: int) -> list[int]:
+        """The ``k`` passages nearest passage ``pid`` but itself, most similar last (as the
+        library's precompute orders a chunk's neighbour context)."""
+        from retriever.neighbours import context_order, nearest_chunks
+
+        return context_order(nearest_chunks(self.index, pid, k) or [])
+
+
+def retrieved_items(items: list[Any], library: PassageLibrary, embedder: Any, k: int) -> list[Any]:
+    """Each item with its retrieved passages as documents; ``gold_index`` -1 when the gold
+    passage was not retrieved."""
+    queries = embedder.embed([item.question for item in items])
+    shaped = []
+    for item, query in zip(items, queries, strict=True):
+        documents = [library.passages[pid] for pid in library.retrieve(query, k)]
+        gold = item.documents[item.gold_index]
+        gold_index = documents.index(gold) if gold in documents else -1
+        shaped.append(dataclasses.replace(item, documents=documents, gold_index=gold_index))
+    return shaped
+
+
+async def precompute_variant(
+    setup: Any, cache: Any, library: PassageLibrary, items: list[Any], variant: str, k: int
+) -> None:
+    """Store every retrieved passage's KV for ``variant``, replacing any stored before."""
+    from gateway.rag_prompt import document_chunks
+
+    used = list(dict.fromkeys(doc for item in items for doc in item.documents))
+    position = {text: pid for pid, text in enumerate(library.passages)}
+    tokens = document_chunks(library.passages, setup.tokenizer).token_ids
+    for count, text in enumerate(used, 1):
+        pid = position[text]
+        context = None
+        if variant == "neighbours":
+            context = [tokens[other] for other in library.neighbours(pid, k)]
+        await cache.precompute(tokens[pid], context=context, replace=True)
+        if count % 50 == 0:
+            print(f"  {variant}: precomputed {count}/{len(used)}", file=sys.stderr)
+
+
+async def evaluate(
+    setup: Any, library: PassageLibrary, items: list[Any], args: argparse.Namespace, out: Path
+) -> dict[str, list[dict]]:
+    """Records per ``variant:mode`` (``full`` once), reported to ``out`` after each batch."""
+    from engine.chunk_cache import ChunkCache
+    from gateway.rag_prompt import chunk_prefix
+
+    task: EvalTask = TASKS[args.dataset]
+    head_len = len(chunk_prefix(setup.tokenizer, "chat"))
+    cache = ChunkCache(setup.engine, setup.prefix, head_len)
+    specs = [parse_mode_spec(mode) for mode in args.modes]
+    records: dict[str, list[dict]] = {}
+    for start in range(0, len(items), args.batch_items):
+        batch = items[start : start + args.batch_items]
+        for variant in args.variants:
+            await precompute_variant(setup, cache, library, batch, variant, args.neighbours)
+            await ask_batch(setup, batch, start, variant, specs, records, task)
+        write_report(records, args, out)
+    return records
+
+
+async def ask_batch(
+    setup: Any,
+    batch: list[Any],
+    start: int,
+    variant: str,
+    specs: list[Any],
+    records: dict[str, list[dict]],
+    task: EvalTask,
+) -> None:
+    """Every mode on every item of ``batch`` (items ``start``...), added to ``records``."""
+    for index, item in enumerate(batch, start):
+        ids, spans = _prompt(setup, task, item)
+        for spec in specs:
+            name = spec.name if spec.mode == "full" else f"{variant}:{spec.name}"
+            if name in records and len(records[name]) > index:
+                continue  # full prefill, already asked with the first variant
+            text, ttft, share = await _answer(setup, ids, spans, spec, task, f"{name}-{index}")
+            records.setdefault(name, []).append(
+                {
+                    "id": item.id,
+                    "answer": text,
+                    **task.score(item, text),
+                    "ttft_s": ttft,
+                    "prompt_tokens": len(ids),
+                    "recomputed_share": share,
+                    "gold_retrieved": item.gold_index >= 0,
+                }
+            )
+        print(
+            f"  {variant} item {index + 1}: "
+            + ", ".join(
+                f"{name}={rows[-1]['f1']:.2f}/{rows[-1]['recomputed_share']:.2f}"
+                for name, rows in records.items()
+                if len(rows) == index + 1
+            ),
+            file=sys.stderr,
+        )
+
+
+def report_rows(records: dict[str, list[dict]], scores: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``quality.summarize``'s rows with the gold passage's recall in the top k."""
+    rows = summarize(records, scores)
+    for row in rows:
+        results = records[row["mode"]]
+        row["gold_recall"] = round(sum(r["gold_retrieved"] for r in results) / len(results), 4)
+    return rows
+
+
+def write_report(records: dict[str, list[dict]], args: argparse.Namespace, out: Path) -> None:
+    rows = report_rows(records, TASKS[args.dataset].scores)
+    for row in rows:
+        gap, (low, high) = row.get("f1_gap_to_full", 0.0), row.get("f1_gap_ci95", (0.0, 0.0))
+        print(
+            f"{row['mode']:28} F1 {row['f1']:.3f}  gap {gap:+.3f} [{low:+.3f}, {high:+.3f}]  "
+            f"agree {row.get('agree_with_full', 1.0):.2f}  share {row['recomputed_share']:.3f}  "
+            f"TTFT {row['median_ttft_s']:.3f}s  "
+            f"gold recall {row['gold_recall']:.2f}"
+        )
+    document = {"settings": vars(args), "score": "f1", "rows": rows, "records": records}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    output_path(out, ".json").write_text(json.dumps(document, indent=1))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
+    parser.description = __doc__.split("\n\n")[0]
+    parser.add_argument("--top-k", type=int, default=6, help="passages retrieved per question")
+    parser.add_argument("--neighbours", type=int, default=3, help="context passages per chunk")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument(
+        "--batch-items", type=int, default=25, help="items per round of every variant"
+    )
+    parser.set_defaults(out="docs/bench/neighbours_kc_tune_0.5b")
+    args = parser.parse_args(argv)
+    if args.chunk_prefix != "passages" or args.dataset == "xsum":
+        parser.error("retrieval-shaped prompts need QA items and --chunk-prefix passages")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+
+    from engine.contract import parse_check_layers
+    from load_tests.engine_setup import start_engine
+    from load_tests.eval.fetch import fetch_bigbench
+    from retriever.embed import Embedder
+
+    fetch_bigbench(Path(args.data))
+    embedder = Embedder()
+    pooled = load_items(args)
+    library = PassageLibrary.of(pooled, embedder)
+    items = retrieved_items(pooled, library, embedder, args.top_k)
+    print(f"library: {len(library.passages)} passages, {len(items)} questions", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="retrieval-shaped-") as workdir:
+        setup = start_engine(
+            args.model,
+            Path(args.models_dir),
+            Path(workdir),
+            max_model_len=8192,
+            memory_bytes=3 << 30,
+            prefix_kind=args.chunk_prefix,
+            metric=args.metric,
+            check_layers=parse_check_layers(args.check_layers),
+            chunk_head_tokens=args.head_tokens,
+        )
+        asyncio.run(evaluate(setup, library, items, args, Path(args.out)))
+        setup.engine.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
