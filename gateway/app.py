@@ -42,6 +42,7 @@ from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.store_metrics import CHUNK_STORE
 from retriever.library import STORE_FILE, Library
+from retriever.neighbours import NeighbourPolicy
 from retriever.rag_objects import RagObjects
 
 log = logging.getLogger(__name__)
@@ -134,14 +135,17 @@ def chunk_cache(settings: Settings, engine: Engine, tokenizer: Any) -> ChunkCach
     return ChunkCache(engine, prefix, head_len=len(chunk_prefix(tokenizer, "chat")))
 
 
-def context_neighbours(settings: Settings) -> int:
-    """How many neighbours stand before each library chunk's KV; 0: the fixed prefix alone."""
-    if settings.chunk_context == "neighbours":
-        return settings.chunk_context_neighbours
-    return 0
+def neighbour_policy(settings: Settings, cache: ChunkCache) -> NeighbourPolicy | None:
+    """How library chunks' KV is computed behind their neighbours, in the window of the neutral
+    passages; None: behind the fixed prefix alone (no neighbour contexts, or no blending)."""
+    if settings.chunk_context != "neighbours" or not cache.engine.blending:
+        return None
+    return NeighbourPolicy(settings.chunk_context_neighbours, len(cache.prefix) - cache.head_len)
 
 
-async def _open_library(settings: Settings, tokenizer: Any) -> Library | None:
+async def _open_library(
+    settings: Settings, tokenizer: Any, neighbours: NeighbourPolicy | None
+) -> Library | None:
     """The document library, or None (retrieval off, serving on) if it cannot be opened."""
     from retriever.embed import Embedder
 
@@ -154,7 +158,7 @@ async def _open_library(settings: Settings, tokenizer: Any) -> Library | None:
             settings.index_kind,
             settings.chunk_tokens,
             settings.database_url,
-            context_neighbours(settings),
+            neighbours,
         )
 
     try:
@@ -174,7 +178,8 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
         options = engine_options(settings, model_dir, tokenizer)
         engine = await asyncio.to_thread(Engine, options)
         state.chunk_cache = chunk_cache(settings, engine, tokenizer)
-        state.library = await _open_library(settings, tokenizer)
+        neighbours = neighbour_policy(settings, state.chunk_cache)
+        state.library = await _open_library(settings, tokenizer, neighbours)
         if state.library is not None:
             LIBRARY_PROGRESS.store = state.library.store
         if state.library is not None:
@@ -184,8 +189,9 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
                 RagObjects, objects_path, settings.database_url
             )
         if state.library is not None and engine.blending:
-            neighbours = context_neighbours(settings)
-            context = NeighbourContext(state.library, tokenizer, neighbours) if neighbours else None
+            context = None
+            if neighbours is not None:
+                context = NeighbourContext(state.library, tokenizer, neighbours.count)
             state.precomputer = Precomputer(state.library, state.chunk_cache, context)
             state.precomputer.start()
             state.kv_status = KVStatusFollower(state.library.store)

@@ -25,7 +25,7 @@ from retriever.library_store import LibraryBackend, LibraryStore
 from retriever.local_backend import INDEX_FILE as INDEX_FILE
 from retriever.local_backend import STORE_FILE as STORE_FILE
 from retriever.local_backend import LocalBackend
-from retriever.neighbours import joined_neighbourhoods
+from retriever.neighbours import NeighbourPolicy, joined_neighbourhoods, within_window
 from retriever.pg_backend import SharedBackend
 from retriever.reconcile import TextEmbedder
 from retriever.records import ChunkRow, DocumentDraft, DocumentRow
@@ -46,14 +46,14 @@ class Library:
         index_kind: IndexKind = "flat",
         chunk_tokens: int = 384,
         database_url: str | None = None,
-        context_neighbours: int = 0,
+        neighbours: NeighbourPolicy | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.tokenizer = tokenizer
         self.embedder = embedder
         self.chunk_tokens = chunk_tokens
-        self.context_neighbours = context_neighbours
-        """Neighbours each chunk's KV is computed behind; 0: a fixed prefix, nothing requeued."""
+        self.neighbours = neighbours
+        """How chunks' KV is computed behind neighbours; None: a fixed prefix, none requeued."""
         self._write_lock = threading.Lock()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.backend: LibraryBackend
@@ -144,13 +144,18 @@ class Library:
             return self.backend.delete(doc_id)
 
     def _requeue_joined(self, new_ids: list[int]) -> None:
-        """Mark stale the stored chunks whose nearest neighbours now include new ones. The batch
-        is stored whatever happens here, so a failure is logged, not raised."""
-        if not self.context_neighbours or not new_ids:
+        """Mark stale the stored chunks whose context the new ones enter (see
+        `retriever.neighbours`). The batch is stored whatever happens here, so a failure is
+        logged, not raised."""
+        policy = self.neighbours
+        if policy is None or not new_ids:
             return
         try:
-            joined = joined_neighbourhoods(self.index, new_ids, self.context_neighbours)
-            requeued = self.store.requeue_chunks(sorted(joined)) if joined else []
+            joined = joined_neighbourhoods(self.index, new_ids, policy.count)
+            nearer = sorted({other for others in joined.values() for other in others})
+            lengths = {row.id: len(row.token_ids) for row in self.store.chunks_for(nearer)}
+            changed = within_window(joined, lengths, policy.window_tokens)
+            requeued = self.store.requeue_chunks(sorted(changed)) if changed else []
         except Exception:
             log.exception("could not requeue the neighbours of %d new chunks", len(new_ids))
             return

@@ -5,19 +5,32 @@ behind the chunks most likely to be retrieved with it: its nearest other chunks 
 index, found by the chunk's own embedding (chunks of its own document count too).
 
 When new chunks are indexed, an older chunk whose k nearest now include one of them was computed
-behind a neighbourhood that no longer holds, and is precomputed again. Only chunks near the new
-ones are examined: those among each new chunk's `CANDIDATE_FACTOR * k` nearest. Nearness is not
+behind a neighbourhood that no longer holds, and is precomputed again if it matters: the engine
+keeps only the last `window_tokens` of the context (the nearest neighbour's end), so a new chunk
+that would stand further back than that changes nothing. Only chunks near the new ones are
+examined: those among each new chunk's `CANDIDATE_FACTOR * k` nearest. Nearness is not
 symmetric, so a chunk in a sparse region that a new chunk joins while the new chunk has many
 closer neighbours is missed; the wider candidate set keeps that rare.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from retriever.index import VectorIndex
 
 CANDIDATE_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class NeighbourPolicy:
+    """How library chunks are precomputed behind their neighbours."""
+
+    count: int
+    """The nearest chunks that stand before each chunk."""
+    window_tokens: int
+    """Context tokens the engine keeps before a chunk, the end of the joined neighbours."""
 
 
 def nearest_chunks(index: VectorIndex, chunk_id: int, k: int) -> list[tuple[int, float]] | None:
@@ -36,16 +49,34 @@ def context_order(neighbours: Sequence[tuple[int, float]]) -> list[int]:
     return [chunk_id for chunk_id, _ in sorted(neighbours, key=lambda pair: pair[1])]
 
 
-def joined_neighbourhoods(index: VectorIndex, new_ids: Sequence[int], k: int) -> set[int]:
-    """Chunks not in `new_ids` whose `k` nearest chunks now include one of `new_ids`."""
+def joined_neighbourhoods(
+    index: VectorIndex, new_ids: Sequence[int], k: int
+) -> dict[int, list[int]]:
+    """Chunks not in `new_ids` whose `k` nearest chunks now include one of `new_ids`, each with
+    its neighbours nearer than the nearest new one (nearest first): they stand after it."""
     new = set(new_ids)
     examined: set[int] = set()
-    joined: set[int] = set()
+    joined: dict[int, list[int]] = {}
     for new_id in new_ids:
         for candidate, _ in nearest_chunks(index, new_id, CANDIDATE_FACTOR * k) or []:
             if candidate in new or candidate in examined:
                 continue
             examined.add(candidate)
-            if any(other in new for other, _ in nearest_chunks(index, candidate, k) or []):
-                joined.add(candidate)
+            nearest = [other for other, _ in nearest_chunks(index, candidate, k) or []]
+            first_new = next((at for at, other in enumerate(nearest) if other in new), None)
+            if first_new is not None:
+                joined[candidate] = nearest[:first_new]
     return joined
+
+
+def within_window(
+    joined: Mapping[int, Sequence[int]], lengths: Mapping[int, int], window_tokens: int
+) -> set[int]:
+    """The joined chunks whose new neighbour would stand, at least partly, in the last
+    `window_tokens` of their context: the nearer neighbours after it, `lengths` tokens each
+    (separators not counted: it errs towards precomputing again), leave room."""
+    return {
+        chunk_id
+        for chunk_id, nearer in joined.items()
+        if sum(lengths.get(other, 0) for other in nearer) < window_tokens
+    }

@@ -17,11 +17,19 @@ from gateway.rag_prompt import chunk_separator
 from gateway.settings import Settings
 from retriever.index import VectorIndex
 from retriever.library import Library
-from retriever.neighbours import context_order, joined_neighbourhoods, nearest_chunks
+from retriever.neighbours import (
+    NeighbourPolicy,
+    context_order,
+    joined_neighbourhoods,
+    nearest_chunks,
+    within_window,
+)
 from tests.unit.angle_embedder import AngleEmbedder, note, unit_vector
 
 TOKENIZER_DIR = Path(__file__).resolve().parents[2] / "data" / "models" / "smollm2-135m-instruct"
 K = 2
+WIDE = NeighbourPolicy(K, window_tokens=10_000)
+"""A context window wider than any neighbours here: every joined chunk matters."""
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +45,8 @@ def tokenizer():
 def open_library(tmp_path, tokenizer):
     opened: list[Library] = []
 
-    def open_(neighbours: int = K) -> Library:
-        library = Library(
-            tmp_path / "library", tokenizer, AngleEmbedder(), context_neighbours=neighbours
-        )
+    def open_(neighbours: NeighbourPolicy | None = WIDE) -> Library:
+        library = Library(tmp_path / "library", tokenizer, AngleEmbedder(), neighbours=neighbours)
         opened.append(library)
         return library
 
@@ -141,7 +147,7 @@ def test_a_refreshed_chunk_is_done_and_a_failed_refresh_keeps_its_kv(open_librar
 
 
 def test_with_the_fixed_prefix_nothing_is_requeued(open_library):
-    library = open_library(neighbours=0)
+    library = open_library(neighbours=None)
     library.ingest([note(0), note(40)])
     cache_everything(library)
     library.ingest([note(5)])
@@ -153,9 +159,35 @@ def test_the_rule_on_a_bare_index(kind):
     index = VectorIndex(2, kind)
     angles = {1: 0, 2: 10, 3: 20, 4: 30, 5: 100, 6: 5}
     index.add(angles, np.array([unit_vector(angle) for angle in angles.values()], np.float32))
-    assert joined_neighbourhoods(index, [6], K) == {1, 2}
+    assert joined_neighbourhoods(index, [6], K) == {1: [], 2: []}  # 5 is nearest to 0 and 10
     # With three: 30 had 20, 10 and 0, and 5 is nearer than 0; 100 had 30, 20 and 10.
-    assert joined_neighbourhoods(index, [6], 3) == {1, 2, 3, 4}
+    joined = joined_neighbourhoods(index, [6], 3)
+    assert {chunk: sorted(nearer) for chunk, nearer in joined.items()} == {
+        1: [],
+        2: [],
+        3: [2, 4],  # 10 and 30 are equally near 20
+        4: [2, 3],
+    }
+
+
+def test_a_new_neighbour_matters_while_the_nearer_ones_leave_room_in_the_window():
+    joined = {1: [], 2: [10], 3: [10, 11]}
+    lengths = {10: 100, 11: 200}
+    assert within_window(joined, lengths, 250) == {1, 2}
+    assert within_window(joined, lengths, 301) == {1, 2, 3}
+    assert within_window(joined, lengths, 100) == {1}
+
+
+@pytest.mark.parametrize(("window", "stale"), [(10_000, ["d0", "d100", "d20"]), (5, ["d0", "d20"])])
+def test_a_chunk_is_refreshed_only_if_its_new_neighbour_fits_its_window(
+    open_library, window, stale
+):
+    library = open_library(NeighbourPolicy(K, window))
+    library.ingest([note(0), note(20), note(100)])
+    cache_everything(library)
+    library.ingest([note(15)])
+    # 15 is nearest to 0 and 20; for 100 it stands behind 20 (seven tokens), out of 5.
+    assert stale_notes(library) == stale
 
 
 def test_neighbour_contexts_take_the_place_of_the_neutral_passages():

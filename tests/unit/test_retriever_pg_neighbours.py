@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from retriever.library import Library
+from retriever.neighbours import NeighbourPolicy
 from retriever.pg_database import PgDatabase
 from tests.unit import pg_library_parts
 from tests.unit.angle_embedder import AngleEmbedder, note
@@ -31,7 +32,7 @@ def replicas(tmp_path: Path, tokenizer, database_url) -> Iterator[Callable[[str]
             tokenizer,
             AngleEmbedder(),
             database_url=database_url,
-            context_neighbours=K,
+            neighbours=NeighbourPolicy(K, window_tokens=10_000),
         )
         opened.append(library)
         return library
