@@ -7,10 +7,10 @@
 head tokens always recomputed (at ratio 0: only they), ``metric`` the deviation (k, v, kv), the
 question's attention (attn), both in two stages (qv: a pool of the most attended tokens, then
 the most V-deviating) or the question probing the reused cache before any chunk token is
-computed (probe: no layer computed whole), ``pool`` the qv pool in multiples of what a check layer keeps, ``mass``
-the adaptive budget (keep only the tokens holding this share of the score, at most the ratio's
-count), ``norm`` whether deviations are normalized per token. Options not given keep the
-engine's settings.
+computed (probe: no layer computed whole), ``pool`` the qv pool in multiples of what a check
+layer keeps, ``mass`` the adaptive budget (keep only the tokens holding this share of the
+score, at most the ratio's count), ``norm`` whether deviations are normalized per token.
+Options not given keep the engine's settings.
 """
 
 from __future__ import annotations

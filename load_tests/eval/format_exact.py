@@ -1,0 +1,132 @@
+"""Whether a slow-tier format gives back, bit for bit, the KV of every chunk an evaluation uses.
+
+    python -m load_tests.eval.format_exact --url http://127.0.0.1:8111 --data-dir /tmp/exact \
+        --format lossless --items 200 --out docs/bench/format_exact_lossless
+
+The server (best run with ``RAGBLEND_CHUNK_CACHE_FORMAT=raw``) stores the passages of each
+held-out item that ``format_gap`` asks (one request an item, as its warm-up does). Every entry of
+its disk tier is then read back, encoded in ``--format`` exactly as the disk and Redis tiers
+encode it, decoded again and compared with what was read, byte for byte (so NaN, -0.0 and
+subnormals count). A format that passes on every entry hands the model the KV raw hands it, so
+on these items its answers are raw's answers; ``format_gap`` checks that end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from engine.kvstore.codec import EntryReader
+from engine.kvstore.disk import ENTRY_SUFFIX
+from engine.kvstore.entry import ChunkKV
+from engine.kvstore.layer_format import LayerFormat
+from engine.kvstore.mac import EntryMac
+from engine.kvstore.secret import load_or_create_secret
+from gateway.client_commands import connect, served_model
+from load_tests.eval.fetch import DEFAULT_CACHE
+from load_tests.eval.server_gap import EvalDataMissing, complete, held_out_items, warmup_body
+
+SETTLE_SECONDS = 10.0
+"""Entries are written in the background: the store is read once none appeared for this long."""
+
+
+def _read(path: Path, secret: bytes) -> ChunkKV:
+    with path.open("rb") as stream:
+        return ChunkKV.read_from(
+            EntryReader(stream, path.stat().st_size, EntryMac(secret, path.stem))
+        )
+
+
+def round_trip(entry: ChunkKV, mac: EntryMac, layer_format: LayerFormat) -> tuple[ChunkKV, int]:
+    """``entry`` encoded in ``layer_format`` and decoded again, and its encoded size."""
+    data = entry.to_bytes(mac, layer_format)
+    return ChunkKV.read_from(EntryReader(io.BytesIO(data), len(data), mac)), len(data)
+
+
+def same_bits(a: ChunkKV, b: ChunkKV) -> bool:
+    def raw(tensor: torch.Tensor) -> bytes:
+        return tensor.contiguous().view(torch.uint8).numpy().tobytes()
+
+    return (
+        a.token_ids == b.token_ids and raw(a.keys) == raw(b.keys) and raw(a.values) == raw(b.values)
+    )
+
+
+def compare_store(store_dir: Path, secret: bytes, layer_format: LayerFormat) -> dict[str, Any]:
+    """Every entry under ``store_dir`` round-tripped through ``layer_format``."""
+    paths = sorted(store_dir.glob(f"*{ENTRY_SUFFIX}"))
+    tokens = stored = encoded = 0
+    differing = []
+    for path in tqdm(paths, unit="entry", desc=f"{layer_format.name.lower()} round trip"):
+        entry = _read(path, secret)
+        back, size = round_trip(entry, EntryMac(secret, path.stem), layer_format)
+        tokens, stored, encoded = (
+            tokens + entry.num_tokens,
+            stored + path.stat().st_size,
+            encoded + size,
+        )
+        if not same_bits(entry, back):
+            differing.append(path.stem)
+    return {
+        "entries": len(paths),
+        "tokens": tokens,
+        "bit_exact_entries": len(paths) - len(differing),
+        "differing": differing,
+        "stored_bytes_per_token": round(stored / max(1, tokens), 1),
+        "format_bytes_per_token": round(encoded / max(1, tokens), 1),
+    }
+
+
+def wait_for_writes(store_dir: Path) -> int:
+    """The number of entries once none has been added for ``SETTLE_SECONDS``."""
+    count, since = -1, time.monotonic()
+    while True:
+        now = len(list(store_dir.glob(f"*{ENTRY_SUFFIX}")))
+        if now != count:
+            count, since = now, time.monotonic()
+        elif time.monotonic() - since > SETTLE_SECONDS:
+            return count
+        time.sleep(1)
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", required=True, help="a server (RAGBLEND_CHUNK_CACHE_FORMAT=raw)")
+    parser.add_argument("--data-dir", required=True, type=Path, help="that server's data dir")
+    parser.add_argument("--format", choices=["lossless", "int8"], default="lossless")
+    parser.add_argument("--items", type=int, default=200, help="held-out items to store")
+    parser.add_argument("--data", default=str(DEFAULT_CACHE), help="BIG-bench cache (fetch.py)")
+    parser.add_argument("--api-key", help="bearer key, if the server requires one")
+    parser.add_argument("--out", default="docs/bench/format_exact_lossless", help="<out>.json")
+    args = parser.parse_args(argv)
+    try:
+        items = held_out_items(Path(args.data), args.items)
+    except EvalDataMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    with connect(args.url, args.api_key) as client:
+        model = served_model(client)
+        for item in tqdm(items, unit="item", desc="storing passages"):
+            complete(client, warmup_body(model, item))
+    chunk_kv = args.data_dir / "chunk_kv"
+    wait_for_writes(chunk_kv / "store")
+    layer_format = LayerFormat[args.format.upper()]
+    result = compare_store(
+        chunk_kv / "store", load_or_create_secret(chunk_kv / "secret"), layer_format
+    )
+    print({key: value for key, value in result.items() if key != "differing"})
+    document = {"settings": {"items": args.items, "format": args.format, "model": model}, **result}
+    Path(f"{args.out}.json").write_text(json.dumps(document, indent=2) + "\n")
+    return 0 if not result["differing"] else 2
+
+
+if __name__ == "__main__":
+    sys.exit(run())
