@@ -13,9 +13,10 @@ its ``--neighbours`` nearest other passages of the library by embedding, most si
 (``ChunkCache.precompute(chunk, context)``). Items run in batches (``--batch-items``): per batch
 each variant precomputes the batch's passages, replacing what the previous one stored, then asks
 every mode; full prefill does not depend on the variant and runs once. The report is rewritten
-after every batch, so a cut run keeps the batches it finished. Reports per
-variant and mode: F1, its paired gap to full with a 95% interval, agreement with full, and the
-gold passage's recall in the top k. Prompts, decoding and scores are ``quality.py``'s.
+after every batch, so a cut run keeps the batches it finished (``--resume`` runs the rest).
+Reports per variant and mode: F1, its paired gap to full with a 95% interval, agreement with
+full, and the gold passage's recall in the top k. Prompts, decoding and scores are
+``quality.py``'s.
 """
 
 from __future__ import annotations
@@ -101,9 +102,14 @@ async def precompute_variant(
 
 
 async def evaluate(
-    setup: Any, library: PassageLibrary, items: list[Any], args: argparse.Namespace, out: Path
+    setup: Any,
+    library: PassageLibrary,
+    items: list[Any],
+    args: argparse.Namespace,
+    records: dict[str, list[dict]],
 ) -> dict[str, list[dict]]:
-    """Records per ``variant:mode`` (``full`` once), reported to ``out`` after each batch."""
+    """Records per ``variant:mode`` (``full`` once) added to ``records`` (the items they hold
+    already are skipped), reported to ``args.out`` after each batch."""
     from engine.chunk_cache import ChunkCache
     from gateway.rag_prompt import chunk_prefix
 
@@ -111,13 +117,12 @@ async def evaluate(
     head_len = len(chunk_prefix(setup.tokenizer, "chat"))
     cache = ChunkCache(setup.engine, setup.prefix, head_len)
     specs = [parse_mode_spec(mode) for mode in args.modes]
-    records: dict[str, list[dict]] = {}
-    for start in range(0, len(items), args.batch_items):
+    for start in range(len(records.get("full", [])), len(items), args.batch_items):
         batch = items[start : start + args.batch_items]
         for variant in args.variants:
             await precompute_variant(setup, cache, library, batch, variant, args.neighbours)
             await ask_batch(setup, batch, start, variant, specs, records, task)
-        write_report(records, args, out)
+        write_report(records, args)
     return records
 
 
@@ -169,7 +174,19 @@ def report_rows(records: dict[str, list[dict]], scores: tuple[str, ...]) -> list
     return rows
 
 
-def write_report(records: dict[str, list[dict]], args: argparse.Namespace, out: Path) -> None:
+def finished_records(args: argparse.Namespace, items: list[Any]) -> dict[str, list[dict]]:
+    """With ``--resume``, the records of the batches a cut run of the same items finished."""
+    path = output_path(Path(args.out), ".json")
+    if not args.resume or not path.exists():
+        return {}
+    records = json.loads(path.read_text())["records"]
+    done = [record["id"] for record in records["full"]]
+    if done != [item.id for item in items[: len(done)]] or len(done) % args.batch_items:
+        raise SystemExit(f"{path} holds other items or a cut batch: cannot resume from it")
+    return records
+
+
+def write_report(records: dict[str, list[dict]], args: argparse.Namespace) -> None:
     rows = report_rows(records, TASKS[args.dataset].scores)
     for row in rows:
         gap, (low, high) = row.get("f1_gap_to_full", 0.0), row.get("f1_gap_ci95", (0.0, 0.0))
@@ -180,8 +197,9 @@ def write_report(records: dict[str, list[dict]], args: argparse.Namespace, out: 
             f"gold recall {row['gold_recall']:.2f}"
         )
     document = {"settings": vars(args), "score": "f1", "rows": rows, "records": records}
+    out = output_path(Path(args.out), ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    output_path(out, ".json").write_text(json.dumps(document, indent=1))
+    out.write_text(json.dumps(document, indent=1))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -192,6 +210,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument(
         "--batch-items", type=int, default=25, help="items per round of every variant"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the finished batches of --out, run the rest"
     )
     parser.set_defaults(out="docs/bench/neighbours_kc_tune_0.5b")
     args = parser.parse_args(argv)
@@ -214,19 +235,20 @@ def main() -> int:
     library = PassageLibrary.of(pooled, embedder)
     items = retrieved_items(pooled, library, embedder, args.top_k)
     print(f"library: {len(library.passages)} passages, {len(items)} questions", file=sys.stderr)
+    records = finished_records(args, items)
     with tempfile.TemporaryDirectory(prefix="retrieval-shaped-") as workdir:
         setup = start_engine(
             args.model,
             Path(args.models_dir),
             Path(workdir),
             max_model_len=8192,
-            memory_bytes=3 << 30,
+            memory_bytes=1 << 30,
             prefix_kind=args.chunk_prefix,
             metric=args.metric,
             check_layers=parse_check_layers(args.check_layers),
             chunk_head_tokens=args.head_tokens,
         )
-        asyncio.run(evaluate(setup, library, items, args, Path(args.out)))
+        asyncio.run(evaluate(setup, library, items, args, records))
         setup.engine.shutdown()
     return 0
 
