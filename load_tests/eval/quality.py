@@ -88,16 +88,21 @@ async def evaluate(
     modes: list[str],
     task: EvalTask,
     after_item: Callable[[dict[str, list[dict]]], None] | None = None,
+    earlier: dict[str, list[dict]] | None = None,
 ) -> dict[str, list[dict]]:
     """Per mode, one record per item: the answer, its scores, TTFT, prompt length and recomputed
-    share. ``after_item`` sees the records so far once every mode has answered an item."""
+    share. ``after_item`` sees the records so far once every mode has answered an item; items
+    ``earlier`` records (of a cut run) hold are kept, not asked again."""
     from engine.chunk_cache import ChunkCache
     from gateway.rag_prompt import document_chunks
 
     cache = ChunkCache(setup.engine, setup.prefix)
     specs = [parse_mode_spec(mode) for mode in modes]
-    records: dict[str, list[dict]] = {mode: [] for mode in modes}
+    records: dict[str, list[dict]] = {mode: list((earlier or {}).get(mode, [])) for mode in modes}
+    answered = {record["id"] for record in records[modes[0]]}
     for index, item in enumerate(items):
+        if item.id in answered:
+            continue
         for chunk in document_chunks(item.documents, setup.tokenizer).token_ids:
             await cache.precompute(chunk)  # stored before timing; a stored one is a hit
         ids, spans = _prompt(setup, task, item)
@@ -220,6 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="what chunks are precomputed behind (RAGBLEND_CHUNK_PREFIX)",
     )
     parser.add_argument("--out", default="docs/bench/quality")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the items a cut run with the same modes wrote to --out; ask only the rest",
+    )
     return parser
 
 
@@ -236,6 +246,9 @@ def main() -> int:
     modes = args.modes
     out = output_path(Path(args.out), ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
+    earlier = json.loads(out.read_text())["records"] if args.resume and out.exists() else None
+    if earlier is not None and list(earlier) != modes:
+        raise SystemExit(f"--resume: {out} holds modes {list(earlier)}, not {modes}")
 
     def write(records: dict[str, list[dict]]) -> list[dict[str, Any]]:
         """The summary and the records so far into the JSON file: a cut run keeps its items."""
@@ -255,7 +268,7 @@ def main() -> int:
             check_layers=parse_check_layers(args.check_layers),
             chunk_head_tokens=args.head_tokens,
         )
-        records = asyncio.run(evaluate(setup, items, modes, task, write))
+        records = asyncio.run(evaluate(setup, items, modes, task, write, earlier))
         setup.engine.shutdown()
     print_rows(write(records), task.scores)
     return 0
