@@ -3,12 +3,13 @@
     python -m load_tests.eval.format_exact --url http://127.0.0.1:8111 --data-dir /tmp/exact \
         --format lossless --items 200 --out docs/bench/format_exact_lossless
 
-The server (best run with ``RAGBLEND_CHUNK_CACHE_FORMAT=raw``) stores the passages of each
-held-out item that ``format_gap`` asks (one request an item, as its warm-up does). Every entry of
-its disk tier is then read back, encoded in ``--format`` exactly as the disk and Redis tiers
-encode it, decoded again and compared with what was read, byte for byte (so NaN, -0.0 and
-subnormals count). A format that passes on every entry hands the model the KV raw hands it, so
-on these items its answers are raw's answers; ``format_gap`` checks that end to end.
+The server (best run with ``RAGBLEND_CHUNK_CACHE_FORMAT=raw``) is given every passage of the
+held-out items that ``format_gap`` asks as a library document, and precomputes their chunks.
+Every entry of its disk tier is then read back, encoded in ``--format`` exactly as the disk
+and Redis tiers encode it, decoded again and compared with what was read, byte for byte (so
+NaN, -0.0 and subnormals count). A format that passes on every entry hands the model the KV
+raw hands it, so on these items its answers are raw's answers; ``format_gap`` checks that end
+to end.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import torch
 from tqdm import tqdm
 
@@ -32,8 +34,9 @@ from engine.kvstore.mac import EntryMac
 from engine.kvstore.secret import load_or_create_secret
 from gateway.client_commands import connect, served_model
 from load_tests.eval.fetch import DEFAULT_CACHE
-from load_tests.eval.server_gap import EvalDataMissing, complete, held_out_items, warmup_body
+from load_tests.eval.server_gap import EvalDataMissing, held_out_items
 
+INGEST_BATCH = 50
 SETTLE_SECONDS = 10.0
 """Entries are written in the background: the store is read once none appeared for this long."""
 
@@ -85,6 +88,28 @@ def compare_store(store_dir: Path, secret: bytes, layer_format: LayerFormat) -> 
     }
 
 
+def store_passages(client: httpx.Client, passages: list[str]) -> None:
+    """Ingest ``passages`` as documents and wait until each is precomputed (or failed)."""
+    for start in range(0, len(passages), INGEST_BATCH):
+        batch = [{"text": text} for text in passages[start : start + INGEST_BATCH]]
+        client.post("/v1/documents", json={"documents": batch}).raise_for_status()
+    with tqdm(total=len(passages), unit="document", desc="precomputing passages") as progress:
+        while (done := _finished_documents(client)) < len(passages):
+            progress.update(done - progress.n)
+            time.sleep(2)
+        progress.update(done - progress.n)
+
+
+def _finished_documents(client: httpx.Client) -> int:
+    finished, offset = 0, 0
+    while True:
+        page = client.get("/v1/documents", params={"offset": offset, "limit": 200}).json()
+        finished += sum(row["status"] in ("cached", "failed") for row in page["data"])
+        offset += len(page["data"])
+        if not page["data"] or offset >= page["total"]:
+            return finished
+
+
 def wait_for_writes(store_dir: Path) -> int:
     """The number of entries once none has been added for ``SETTLE_SECONDS``."""
     count, since = -1, time.monotonic()
@@ -114,8 +139,8 @@ def run(argv: list[str] | None = None) -> int:
         return 1
     with connect(args.url, args.api_key) as client:
         model = served_model(client)
-        for item in tqdm(items, unit="item", desc="storing passages"):
-            complete(client, warmup_body(model, item))
+        passages = list(dict.fromkeys(text for item in items for text in item.documents))
+        store_passages(client, passages)
     chunk_kv = args.data_dir / "chunk_kv"
     wait_for_writes(chunk_kv / "store")
     layer_format = LayerFormat[args.format.upper()]
