@@ -24,6 +24,7 @@ def start_engine(
     max_model_len: int,
     memory_bytes: int = 4 << 30,
     prefix_kind: PrefixKind = "plain",
+    kv_cache_gib: float = 4,
     **blend_overrides: Any,
 ) -> BenchEngine:
     """Provision ``model`` if needed and start it with a chunk store under ``workdir``."""
@@ -51,7 +52,7 @@ def start_engine(
         cache_dir=workdir / "vllm",
         max_model_len=max_model_len,
         dtype="bfloat16",
-        kv_cache_gib=4,
+        kv_cache_gib=kv_cache_gib,
         gpu_memory_utilization=0.85,
         enable_prefix_caching=True,
         max_num_seqs=4,

@@ -213,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--kv-cache-gib", type=float, default=4, help="vLLM's KV cache (1 is plenty for QA)"
+    )
+    parser.add_argument(
         "--modes", nargs="+", default=DEFAULT_MODES, help="mode specs, see eval/strategies.py"
     )
     parser.add_argument("--metric", choices=["k", "v", "kv"], default="v")
@@ -264,6 +267,7 @@ def main() -> int:
             Path(workdir),
             max_model_len=8192,
             prefix_kind=args.chunk_prefix,
+            kv_cache_gib=args.kv_cache_gib,
             metric=args.metric,
             check_layers=parse_check_layers(args.check_layers),
             chunk_head_tokens=args.head_tokens,
