@@ -211,9 +211,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--batch-items", type=int, default=25, help="items per round of every variant"
     )
-    parser.add_argument(
-        "--resume", action="store_true", help="keep the finished batches of --out, run the rest"
-    )
     parser.set_defaults(out="docs/bench/neighbours_kc_tune_0.5b")
     args = parser.parse_args(argv)
     if args.chunk_prefix != "passages" or args.dataset == "xsum":
@@ -244,6 +241,7 @@ def main() -> int:
             max_model_len=8192,
             memory_bytes=1 << 30,
             prefix_kind=args.chunk_prefix,
+            kv_cache_gib=args.kv_cache_gib,
             metric=args.metric,
             check_layers=parse_check_layers(args.check_layers),
             chunk_head_tokens=args.head_tokens,
