@@ -69,7 +69,8 @@ async def _time_point(
     for index, prompt in enumerate(prompts):
         for mode in modes:
             salt = None if mode == "prefix" else f"{point.label}-{mode}-{index}"
-            timings[mode].append(await time_to_first_token(engine, prompt, mode, salt))
+            seconds, _ = await time_to_first_token(engine, prompt, mode, salt)
+            timings[mode].append(seconds)
             print(f"  {point.label} {index} {mode}: {timings[mode][-1]:.3f}s", file=sys.stderr)
     return timings
 
