@@ -32,20 +32,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from load_tests.bench_tiers import PHASES, TierPhase, measure_disk, measure_redis
+from load_tests.bench_tiers import ALL_MODES, PHASES, TierPhase, measure_disk, measure_redis
 from load_tests.eval.strategies import ModeSpec, parse_mode_spec
 from load_tests.report import output_path
 
-MODES = (
-    "full",
-    "prefix",
-    "reuse",
-    "blend@0.05",
-    "blend@0.1",
-    "blend@0.15",
-    "blend@0.2",
-    "blend@0.3",
-)
+MODES = ALL_MODES
 """The modes timed by default."""
 
 
