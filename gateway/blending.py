@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.contract import BlendPlan, BlendStats
+from engine.contract import BlendPlan, BlendStats, SelectionOverrides
 from engine.runtime import Engine
 from gateway.protocol import BlendOptions
 from gateway.rag_prompt import ChunkedPrompt
@@ -29,16 +29,24 @@ class BlendRequest:
 
 
 def blend_request(
-    prompt: ChunkedPrompt, options: BlendOptions | None, settings: Settings, engine: Engine
+    prompt: ChunkedPrompt,
+    options: BlendOptions | None,
+    settings: Settings,
+    engine: Engine,
+    in_context: bool = False,
 ) -> BlendRequest:
+    """The plan of a prompt whose chunks were precomputed behind their neighbours
+    (``in_context``) or behind the fixed prefix; the request's options override the recipe."""
     options = options or BlendOptions()
     mode = options.mode or settings.blend_mode
     if not engine.blending:
         mode = "full"
-    ratio = settings.blend_recompute_ratio
+    recipe = settings.blend_recipe(in_context)
+    ratio = recipe.recompute_ratio
     if options.recompute_ratio is not None:
         ratio = options.recompute_ratio
-    return BlendRequest(prompt.token_ids, BlendPlan(mode, ratio, prompt.spans))
+    overrides = SelectionOverrides(metric=recipe.metric)
+    return BlendRequest(prompt.token_ids, BlendPlan(mode, ratio, prompt.spans, overrides))
 
 
 def blend_summary(

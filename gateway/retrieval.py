@@ -17,6 +17,8 @@ class RequestChunks:
     chunks: Chunks
     sources: list[dict[str, Any]] | None
     """What retrieval used (document id, chunk index, score); None for sent documents."""
+    in_context: bool = False
+    """Library chunks precomputed behind their neighbours: the blend recipe for them applies."""
 
 
 async def request_chunks(
@@ -42,4 +44,5 @@ async def request_chunks(
         {"document_id": hit.document_id, "chunk_index": hit.chunk_index, "score": hit.score}
         for hit in hits
     ]
-    return RequestChunks(stored_chunks([hit.token_ids for hit in hits], state.tokenizer), sources)
+    chunks = stored_chunks([hit.token_ids for hit in hits], state.tokenizer)
+    return RequestChunks(chunks, sources, state.neighbour_contexts)

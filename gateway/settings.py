@@ -1,4 +1,5 @@
-"""The one configuration surface: environment variables prefixed ``RAGBLEND_``."""
+"""The one configuration surface: environment variables prefixed ``RAGBLEND_`` (the blend
+settings in ``gateway.blend_settings``)."""
 
 from __future__ import annotations
 
@@ -7,24 +8,13 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
-from engine.contract import (
-    DEFAULT_BUDGET_MASS,
-    DEFAULT_CHUNK_HEAD_TOKENS,
-    DEFAULT_METRIC,
-    DEFAULT_MODE,
-    DEFAULT_QUESTION_POOL,
-    DEFAULT_RECOMPUTE_RATIO,
-    CheckLayers,
-    Metric,
-    Mode,
-    parse_check_layers,
-    shared_secret,
-)
+from engine.contract import shared_secret
+from gateway.blend_settings import BlendServerSettings
 
 
-class Settings(BaseSettings):
+class Settings(BlendServerSettings):
     model_config = SettingsConfigDict(env_prefix="RAGBLEND_", extra="ignore")
 
     model: str = Field(
@@ -75,48 +65,6 @@ class Settings(BaseSettings):
     max_tokens_default: int = Field(
         256, ge=1, description="`max_tokens` used when a request does not set it."
     )
-    blend_enabled: bool = Field(
-        True, description="Reuse cached chunk KV at any position (CacheBlend) for `documents`."
-    )
-    blend_mode: Mode = Field(
-        DEFAULT_MODE, description="Default `blend.mode` of requests with documents."
-    )
-    blend_recompute_ratio: float = Field(
-        DEFAULT_RECOMPUTE_RATIO,
-        ge=0,
-        le=1,
-        description="Default share of chunk tokens recomputed per request (chunk heads included).",
-    )
-    blend_check_layers: str = Field(
-        "1:2,2:1.5,3:1",
-        description="Gradual filtering: `layer:multiple` pairs; after each check layer keep "
-        "multiple x ratio of the cached tokens, the most deviating ones.",
-    )
-    blend_metric: Metric = Field(
-        DEFAULT_METRIC,
-        description="What selects tokens to recompute: deviation of keys, values or both, "
-        "`attn`, the question's attention to them, `qv`, V deviation within a pool of the "
-        "tokens the question attends to most, or `probe`, the question's attention over the "
-        "reused cache at the first check layer before any chunk token is computed (with `attn`, "
-        "`qv` and `probe` the question is blended too).",
-    )
-    blend_chunk_head_tokens: int = Field(
-        DEFAULT_CHUNK_HEAD_TOKENS,
-        ge=0, description="Leading tokens of every cached chunk always recomputed in blend mode."
-    )
-    blend_question_pool: float = Field(
-        DEFAULT_QUESTION_POOL,
-        ge=1,
-        description="With `qv`: the question's pool, in multiples of the tokens a check layer "
-        "keeps; the most V-deviating tokens within it are kept.",
-    )
-    blend_budget_mass: float = Field(
-        DEFAULT_BUDGET_MASS,
-        gt=0,
-        le=1,
-        description="Adaptive budget: below 1 a check layer keeps only the fewest tokens holding "
-        "this share of the candidates' total deviation, at most what the ratio allows.",
-    )
     chunk_cache_memory_gib: float = Field(
         2.0, gt=0, description="Memory tier of the chunk KV store, in GiB."
     )
@@ -149,22 +97,6 @@ class Settings(BaseSettings):
         "`documents` nor `retrieval`.",
     )
     retrieval_top_k: int = Field(6, ge=1, le=64, description="Chunks retrieved by default.")
-    chunk_prefix: Literal["plain", "chat", "passages"] = Field(
-        "passages",
-        description="What chunk KV is precomputed behind: `plain` (BOS or a newline, what "
-        "completion prompts start with), `chat` (the chat template's system and user head) or "
-        "`passages` (the chat head, then three neutral passages: chunks meet real ones).",
-    )
-    chunk_context: Literal["passages", "neighbours"] = Field(
-        "passages",
-        description="What a library chunk's KV is precomputed behind: `passages` (the fixed "
-        "chunk prefix alone) or `neighbours` (its nearest other chunks in the index, most "
-        "similar last, in place of the prefix's neutral passages; precomputed again when new "
-        "chunks join them). Sent `documents` always use the fixed prefix.",
-    )
-    chunk_context_neighbours: int = Field(
-        3, ge=1, le=16, description="With `neighbours`: how many chunks stand before each one."
-    )
     chunk_tokens: int = Field(
         384, ge=64, le=2048, description="Largest ingested chunk, in the served model's tokens."
     )
@@ -221,12 +153,6 @@ class Settings(BaseSettings):
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
 
-    @field_validator("blend_check_layers")
-    @classmethod
-    def _schedule_parses(cls, value: str) -> str:
-        parse_check_layers(value)
-        return value
-
     @field_validator("chunk_cache_redis_url")
     @classmethod
     def _redis_url_has_a_scheme(cls, value: str) -> str:
@@ -250,12 +176,6 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _neighbours_replace_passages(self) -> Settings:
-        if self.chunk_context == "neighbours" and self.chunk_prefix != "passages":
-            raise ValueError("chunk_context=neighbours needs chunk_prefix=passages to replace")
-        return self
-
-    @model_validator(mode="after")
     def _default_models_dir(self) -> Settings:
         if self.models_dir == Path():
             self.models_dir = self.data_dir / "models"
@@ -276,6 +196,3 @@ class Settings(BaseSettings):
     @property
     def chunk_kv_dir(self) -> Path:
         return self.data_dir / "chunk_kv"
-
-    def check_layer_schedule(self) -> CheckLayers:
-        return parse_check_layers(self.blend_check_layers)

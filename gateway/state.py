@@ -54,6 +54,11 @@ class AppState:
     def ready(self) -> bool:
         return self.engine is not None and self.engine.is_alive
 
+    @property
+    def neighbour_contexts(self) -> bool:
+        """Library chunks' KV is precomputed behind their neighbours."""
+        return self.precomputer is not None and self.precomputer.context is not None
+
     def model_names(self) -> set[str]:
         return {self.settings.name_for_clients, self.settings.model}
 

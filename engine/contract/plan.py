@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -99,7 +100,11 @@ class BlendPlan:
         """Blended KV is approximate: vLLM's prefix cache shares it only with the same recipe."""
         if self.mode == "full":
             return None
-        return f"ragblend:{self.mode}:{self.recompute_ratio}"
+        salt = f"ragblend:{self.mode}:{self.recompute_ratio}"
+        overrides = self.overrides.to_params()
+        if overrides:
+            salt += ":" + json.dumps(overrides, sort_keys=True, separators=(",", ":"))
+        return salt
 
     def claim_end(self, num_prompt_tokens: int, default_metric: Metric) -> int:
         """Prompt tokens the connector computes; vLLM computes the rest, at least the last one.

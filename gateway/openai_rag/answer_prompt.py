@@ -45,9 +45,8 @@ def answer_prompt(
         if len(prompt.token_ids) <= limit or len(placed) == 1:
             break
         placed.pop()
-    return AnswerPrompt(
-        prompt.token_ids, blend_request(prompt, None, state.settings, engine), placed
-    )
+    blend = blend_request(prompt, None, state.settings, engine, state.neighbour_contexts)
+    return AnswerPrompt(prompt.token_ids, blend, placed)
 
 
 def answer_room(turn: ResponsesTurn, state: AppState) -> int:

@@ -41,11 +41,17 @@ def _ingest(client: httpx.Client, *documents: dict[str, str]) -> None:
     assert reply.status_code == 200, reply.text
 
 
-def _ask(client: httpx.Client, server: Server, question: str) -> dict[str, Any]:
+def _ask(
+    client: httpx.Client, server: Server, question: str, documents: list[str] | None = None
+) -> dict[str, Any]:
+    """Over the library's top two chunks, or over ``documents`` sent with the question."""
+    source: dict[str, Any] = {"retrieval": {"top_k": 2}}
+    if documents is not None:
+        source = {"documents": documents}
     body = {
         "model": server.model,
         "messages": [{"role": "user", "content": question}],
-        "retrieval": {"top_k": 2},
+        **source,
         "max_tokens": 16,
         "temperature": 0,
     }
@@ -56,8 +62,11 @@ def _ask(client: httpx.Client, server: Server, question: str) -> dict[str, Any]:
 
 def test_a_chunk_is_precomputed_again_when_new_chunks_join_its_neighbours(tmp_path: Path) -> None:
     settings = {"RAGBLEND_CHUNK_CONTEXT": "neighbours", "RAGBLEND_CHUNK_CONTEXT_NEIGHBOURS": "2"}
+    first, second = _fact("Freedonia", "Fredville"), _fact("Sylvania", "Sylvaport")
+    third = _fact("Grand Fenwick", "Fenwick Town")
+    facts = {fact["id"]: fact["text"] for fact in (first, second, third)}
     with running_server(tmp_path, settings) as server, server.client() as client:
-        _ingest(client, _fact("Freedonia", "Fredville"), _fact("Sylvania", "Sylvaport"))
+        _ingest(client, first, second)
         deadline = time.monotonic() + WAIT_SECONDS
         while _statuses(client, "freedonia", "sylvania") != ["cached", "cached"]:
             assert time.monotonic() < deadline, "the first documents were never cached"
@@ -67,7 +76,7 @@ def test_a_chunk_is_precomputed_again_when_new_chunks_join_its_neighbours(tmp_pa
         assert _metric(server, "ragblend_chunk_context_refreshes_total", "replaced") == 0
 
         # Each old chunk had one other chunk; the new one joins both their nearest two.
-        _ingest(client, _fact("Grand Fenwick", "Fenwick Town"))
+        _ingest(client, third)
         while _metric(server, "ragblend_chunk_context_refreshes_total", "replaced") < 2:
             assert time.monotonic() < deadline, "the old chunks were never precomputed again"
             assert _statuses(client, "freedonia", "sylvania") == ["cached", "cached"]
@@ -81,8 +90,13 @@ def test_a_chunk_is_precomputed_again_when_new_chunks_join_its_neighbours(tmp_pa
 
         reply = _ask(client, server, "What is the capital of Freedonia?")
         assert _statuses(client, "freedonia", "sylvania") == ["cached", "cached"]
+        texts = [facts[source["document_id"]] for source in reversed(reply["retrieval"])]
+        sent = _ask(client, server, "What is the capital of Freedonia?", documents=texts)
     sources = reply["retrieval"]
     assert sources[0]["document_id"] == "freedonia"
     assert "Fredville" in reply["choices"][0]["message"]["content"]
     assert reply["blend"]["chunks_hit"] == len(sources)
     assert reply["blend"]["chunks_missed"] == 0
+    # Chunks in neighbour contexts take their own recipe (ratio 0.1 against sent documents' 0.3).
+    assert sent["blend"]["chunks_hit"] + sent["blend"]["chunks_missed"] == len(sources)
+    assert reply["blend"]["recomputed_tokens"] < sent["blend"]["recomputed_tokens"]

@@ -40,7 +40,9 @@ def postgres() -> Iterator[PostgresServer]:
 def replicas(
     tmp_path_factory: pytest.TempPathFactory, postgres: PostgresServer
 ) -> Iterator[tuple[Server, Server]]:
-    shared = {"RAGBLEND_DATABASE_URL": postgres.url}
+    # Chunks behind the fixed prefix: a neighbour context's refreshes would be precomputes too,
+    # and the count below is of new chunks.
+    shared = {"RAGBLEND_DATABASE_URL": postgres.url, "RAGBLEND_CHUNK_CONTEXT": "passages"}
     with ExitStack() as stack:
         first = stack.enter_context(running_server(tmp_path_factory.mktemp("a"), shared))
         second = stack.enter_context(running_server(tmp_path_factory.mktemp("b"), shared))

@@ -94,6 +94,17 @@ def test_a_full_prefill_carries_nothing_to_the_engine() -> None:
     assert blended.cache_salt != BlendPlan("reuse", 0.3, (ChunkSpan(1, 5),)).cache_salt
 
 
+def test_blends_selected_differently_never_share_a_cache_salt() -> None:
+    spans = (ChunkSpan(1, 5),)
+    salts = {
+        BlendPlan("blend", 0.1, spans, SelectionOverrides(metric=metric)).cache_salt
+        for metric in ("v", "probe", None)
+    }
+    assert len(salts) == 3
+    same = BlendPlan("blend", 0.1, spans, SelectionOverrides(metric="probe"))
+    assert same.cache_salt == BlendPlan.from_params(same.to_params()).cache_salt
+
+
 def test_statistics_round_trip_and_count_cached_tokens() -> None:
     stats = BlendStats("blend", 90, 30, 3, 1, 12, fell_back=False, rejected_chunks=1)
     assert stats_in(stats_params(stats)) == stats

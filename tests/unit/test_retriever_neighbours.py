@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from gateway.blend_settings import BlendRecipe
 from gateway.chunk_context import NeighbourContext
 from gateway.rag_prompt import chunk_separator
 from gateway.settings import Settings
@@ -191,6 +192,23 @@ def test_a_chunk_is_refreshed_only_if_its_new_neighbour_fits_its_window(
 
 
 def test_neighbour_contexts_take_the_place_of_the_neutral_passages():
-    assert Settings(chunk_context="neighbours").chunk_context_neighbours == 3
+    assert Settings().chunk_context == "neighbours"
+    assert Settings().chunk_context_neighbours == 3
     with pytest.raises(ValidationError, match="chunk_prefix=passages"):
         Settings(chunk_context="neighbours", chunk_prefix="chat")
+    # Left unset, another prefix has nothing to replace: library chunks stand behind it alone.
+    assert Settings(chunk_prefix="chat").chunk_context == "passages"
+
+
+def test_requests_take_the_recipe_of_their_chunks_context(monkeypatch: pytest.MonkeyPatch):
+    settings = Settings()
+    assert settings.blend_recipe(in_context=True) == BlendRecipe(0.1, "probe")
+    assert settings.blend_recipe(in_context=False) == BlendRecipe(0.3, "v")
+    monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_RATIO", "0.2")
+    monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_METRIC", "qv")
+    monkeypatch.setenv("RAGBLEND_BLEND_RECOMPUTE_RATIO", "0.5")
+    assert Settings().blend_recipe(in_context=True) == BlendRecipe(0.2, "qv")
+    assert Settings().blend_recipe(in_context=False) == BlendRecipe(0.5, "v")
+    monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_METRIC", "q")
+    with pytest.raises(ValidationError, match="blend_in_context_metric"):
+        Settings()

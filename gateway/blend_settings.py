@@ -1,0 +1,136 @@
+"""Settings of blending and of what chunk KV is precomputed behind (part of ``Settings``).
+
+Two recipes: chunks precomputed behind the fixed prefix (sent ``documents``) need more of their
+tokens recomputed than library chunks precomputed behind their neighbours, which already carry
+attention to text like what they meet when served (docs/benchmarks.md, issue 15). A request
+takes the recipe of its chunks' context, and its own ``blend`` options over either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from engine.contract import (
+    DEFAULT_BUDGET_MASS,
+    DEFAULT_CHUNK_HEAD_TOKENS,
+    DEFAULT_METRIC,
+    DEFAULT_MODE,
+    DEFAULT_QUESTION_POOL,
+    DEFAULT_RECOMPUTE_RATIO,
+    CheckLayers,
+    Metric,
+    Mode,
+    parse_check_layers,
+)
+
+
+@dataclass(frozen=True)
+class BlendRecipe:
+    """A request's default ratio and selection metric."""
+
+    recompute_ratio: float
+    metric: Metric
+
+
+class BlendServerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RAGBLEND_", extra="ignore")
+
+    blend_enabled: bool = Field(
+        True, description="Reuse cached chunk KV at any position (CacheBlend) for `documents`."
+    )
+    blend_mode: Mode = Field(
+        DEFAULT_MODE, description="Default `blend.mode` of requests with documents."
+    )
+    blend_recompute_ratio: float = Field(
+        DEFAULT_RECOMPUTE_RATIO,
+        ge=0,
+        le=1,
+        description="Default share of chunk tokens recomputed per request (chunk heads included) "
+        "when its chunks stand behind the fixed prefix: sent `documents`, or library chunks "
+        "without neighbour contexts.",
+    )
+    blend_check_layers: str = Field(
+        "1:2,2:1.5,3:1",
+        description="Gradual filtering: `layer:multiple` pairs; after each check layer keep "
+        "multiple x ratio of the cached tokens, the most deviating ones.",
+    )
+    blend_metric: Metric = Field(
+        DEFAULT_METRIC,
+        description="What selects tokens to recompute: deviation of keys, values or both, "
+        "`attn`, the question's attention to them, `qv`, V deviation within a pool of the "
+        "tokens the question attends to most, or `probe`, the question's attention over the "
+        "reused cache at the first check layer before any chunk token is computed (with `attn`, "
+        "`qv` and `probe` the question is blended too).",
+    )
+    blend_chunk_head_tokens: int = Field(
+        DEFAULT_CHUNK_HEAD_TOKENS,
+        ge=0,
+        description="Leading tokens of every cached chunk always recomputed in blend mode.",
+    )
+    blend_question_pool: float = Field(
+        DEFAULT_QUESTION_POOL,
+        ge=1,
+        description="With `qv`: the question's pool, in multiples of the tokens a check layer "
+        "keeps; the most V-deviating tokens within it are kept.",
+    )
+    blend_budget_mass: float = Field(
+        DEFAULT_BUDGET_MASS,
+        gt=0,
+        le=1,
+        description="Adaptive budget: below 1 a check layer keeps only the fewest tokens holding "
+        "this share of the candidates' total deviation, at most what the ratio allows.",
+    )
+    blend_in_context_ratio: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Default share recomputed when every chunk of a request is a library chunk "
+        "precomputed behind its neighbours (`chunk_context=neighbours`).",
+    )
+    blend_in_context_metric: Metric = Field(
+        "probe", description="Default selection metric of those requests (see `blend_metric`)."
+    )
+    chunk_prefix: Literal["plain", "chat", "passages"] = Field(
+        "passages",
+        description="What chunk KV is precomputed behind: `plain` (BOS or a newline, what "
+        "completion prompts start with), `chat` (the chat template's system and user head) or "
+        "`passages` (the chat head, then three neutral passages: chunks meet real ones).",
+    )
+    chunk_context: Literal["passages", "neighbours"] = Field(
+        "neighbours",
+        description="What a library chunk's KV is precomputed behind: `neighbours` (its nearest "
+        "other chunks in the index, most similar last, in place of the prefix's neutral "
+        "passages; precomputed again when new chunks join them) or `passages` (the fixed chunk "
+        "prefix alone). Sent `documents` always use the fixed prefix. `neighbours` needs "
+        "`chunk_prefix=passages`; left unset, another prefix turns it to `passages`.",
+    )
+    chunk_context_neighbours: int = Field(
+        3, ge=1, le=16, description="With `neighbours`: how many chunks stand before each one."
+    )
+
+    @field_validator("blend_check_layers")
+    @classmethod
+    def _schedule_parses(cls, value: str) -> str:
+        parse_check_layers(value)
+        return value
+
+    @model_validator(mode="after")
+    def _neighbours_replace_passages(self) -> BlendServerSettings:
+        if self.chunk_context == "neighbours" and self.chunk_prefix != "passages":
+            if "chunk_context" in self.model_fields_set:
+                raise ValueError("chunk_context=neighbours needs chunk_prefix=passages to replace")
+            self.chunk_context = "passages"
+        return self
+
+    def blend_recipe(self, in_context: bool) -> BlendRecipe:
+        """The defaults of a request whose chunks all stand in neighbour contexts, or not."""
+        if in_context:
+            return BlendRecipe(self.blend_in_context_ratio, self.blend_in_context_metric)
+        return BlendRecipe(self.blend_recompute_ratio, self.blend_metric)
+
+    def check_layer_schedule(self) -> CheckLayers:
+        return parse_check_layers(self.blend_check_layers)
