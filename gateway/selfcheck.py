@@ -2,9 +2,11 @@
 
 A few synthetic retrieval prompts (shuffled documents, one question each) go through ``full``,
 ``blend`` at ratio 1.0 (must reproduce full), ``blend`` at the server's default ratio, and
-``reuse`` (no recompute, the lower bound). Reported per mode: how often the greedy answer equals
-full's, and the divergence of the first token's distribution from full's. The F1 gap on real QA
-data is the evaluation harness's job: ``python -m load_tests.eval.server_gap``.
+``reuse`` (no recompute, the lower bound); then, when the server has a library, the same
+questions over those documents ingested and retrieved (``library@default``: library chunks'
+own recipe, ``gateway/selfcheck_library.py``). Reported per mode: how often the greedy answer
+equals full's, and the divergence of the first token's distribution from full's. The F1 gap on
+real QA data is the evaluation harness's job: ``python -m load_tests.eval.server_gap``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import httpx
 
 from gateway.client_commands import connect, served_model
+from gateway.selfcheck_library import library_request, selfcheck_documents
 
 CAPITALS = {
     "France": "Paris",
@@ -40,6 +43,8 @@ MODES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("blend@default", {"mode": "blend"}),
     ("reuse", {"mode": "reuse"}),
 )
+LIBRARY_MODE = "library@default"
+"""The same questions over the documents ingested, retrieved: their chunks' own recipe."""
 
 
 def capital_document(country: str, city: str) -> str:
@@ -65,6 +70,13 @@ class ModeReport:
     name: str
     same_answer: int = 0
     divergences: list[float] = field(default_factory=list)
+
+    def add(self, full: dict[str, Any], reply: dict[str, Any]) -> None:
+        """One prompt's answer in this mode against full prefill's."""
+        self.same_answer += _text(reply) == _text(full)
+        self.divergences.append(
+            divergence(first_token_distribution(full), first_token_distribution(reply))
+        )
 
     @property
     def mean_divergence(self) -> float:
@@ -93,7 +105,10 @@ def _request(country: str, order: list[str], model: str, blend: dict[str, Any]) 
     return capital_request(country, documents, model, blend)
 
 
-def run_selfcheck(client: httpx.Client, model: str, prompts: int) -> list[ModeReport]:
+def run_selfcheck(
+    client: httpx.Client, model: str, prompts: int
+) -> tuple[list[ModeReport], str | None]:
+    """The reports per mode, the library's last; with why the library part was skipped."""
     reports = [ModeReport(name) for name, _ in MODES]
     countries = list(CAPITALS)
     for index in range(prompts):
@@ -104,12 +119,20 @@ def run_selfcheck(client: httpx.Client, model: str, prompts: int) -> list[ModeRe
         _post(client, _request(country, order[::-1], model, MODES[1][1]))
         full = _post(client, _request(country, order, model, {"mode": "full"}))
         for report, (_, blend) in zip(reports, MODES, strict=True):
-            reply = _post(client, _request(country, order, model, blend))
-            report.same_answer += _text(reply) == _text(full)
-            report.divergences.append(
-                divergence(first_token_distribution(full), first_token_distribution(reply))
+            report.add(full, _post(client, _request(country, order, model, blend)))
+    library = ModeReport(LIBRARY_MODE)
+    documents = {country: capital_document(country, city) for country, city in CAPITALS.items()}
+    with selfcheck_documents(client, documents) as skipped:
+        for index in range(prompts if skipped is None else 0):
+            country = countries[index % len(countries)]
+            full, blend = (
+                _post(
+                    client, library_request(_request(country, [], model, {"mode": mode}), countries)
+                )
+                for mode in ("full", "blend")
             )
-    return reports
+            library.add(full, blend)
+    return reports + ([library] if skipped is None else []), skipped
 
 
 def _post(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
@@ -125,8 +148,10 @@ def _text(reply: dict[str, Any]) -> str:
 def main(url: str, api_key: str | None, prompts: int) -> int:
     with connect(url, api_key) as client:
         model = served_model(client)
-        reports = run_selfcheck(client, model, prompts)
+        reports, skipped = run_selfcheck(client, model, prompts)
     print(f"selfcheck of {model} at {url}: {prompts} prompts, 6 shuffled documents each")
+    if skipped is not None:
+        print(f"{LIBRARY_MODE} skipped: {skipped}")
     print(f"{'mode':16} {'same answer as full':>20} {'first-token KL':>16}")
     for report in reports:
         same = f"{report.same_answer}/{prompts}"

@@ -171,3 +171,6 @@ def test_selfcheck_passes_on_the_served_model(server: Server) -> None:
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "blend@1.0" in result.stdout and "reuse" in result.stdout
+    assert "library@default" in result.stdout and "skipped" not in result.stdout
+    with server.client() as client:  # its documents are gone again
+        assert client.get("/v1/documents/ragblend-selfcheck-france").status_code == 404
