@@ -16,7 +16,9 @@ every mode; full prefill does not depend on the variant and runs once. The repor
 after every batch, so a cut run keeps the batches it finished (``--resume`` runs the rest).
 Reports per variant and mode: F1, its paired gap to full with a 95% interval, agreement with
 full, and the gold passage's recall in the top k. Prompts, decoding and scores are
-``quality.py``'s.
+``quality.py``'s. With ``--dataset xsum`` nothing is retrieved: every article's chunks form the
+library (and each other's neighbours), each item keeps its own chunks in order, and the score is
+Rouge-L.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from load_tests.eval.prompts import MultiChunkItem
 from load_tests.eval.quality import _answer, _prompt, build_parser, load_items, summarize
 from load_tests.eval.strategies import parse_mode_spec
 from load_tests.eval.tasks import TASKS, EvalTask
@@ -80,6 +83,11 @@ def retrieved_items(items: list[Any], library: PassageLibrary, embedder: Any, k:
         gold_index = documents.index(gold) if gold in documents else -1
         shaped.append(dataclasses.replace(item, documents=documents, gold_index=gold_index))
     return shaped
+
+
+def retrieved(item: Any) -> bool:
+    """A QA item's documents were retrieved by its question; a summary keeps its own chunks."""
+    return isinstance(item, MultiChunkItem)
 
 
 async def precompute_variant(
@@ -151,13 +159,13 @@ async def ask_batch(
                     "ttft_s": ttft,
                     "prompt_tokens": len(ids),
                     "recomputed_share": share,
-                    "gold_retrieved": item.gold_index >= 0,
+                    **({"gold_retrieved": item.gold_index >= 0} if retrieved(item) else {}),
                 }
             )
         print(
             f"  {variant} item {index + 1}: "
             + ", ".join(
-                f"{name}={rows[-1]['f1']:.2f}/{rows[-1]['recomputed_share']:.2f}"
+                f"{name}={rows[-1][task.scores[0]]:.2f}/{rows[-1]['recomputed_share']:.2f}"
                 for name, rows in records.items()
                 if len(rows) == index + 1
             ),
@@ -170,7 +178,8 @@ def report_rows(records: dict[str, list[dict]], scores: tuple[str, ...]) -> list
     rows = summarize(records, scores)
     for row in rows:
         results = records[row["mode"]]
-        row["gold_recall"] = round(sum(r["gold_retrieved"] for r in results) / len(results), 4)
+        if all("gold_retrieved" in r for r in results):
+            row["gold_recall"] = round(sum(r["gold_retrieved"] for r in results) / len(results), 4)
     return rows
 
 
@@ -187,16 +196,17 @@ def finished_records(args: argparse.Namespace, items: list[Any]) -> dict[str, li
 
 
 def write_report(records: dict[str, list[dict]], args: argparse.Namespace) -> None:
+    key = TASKS[args.dataset].scores[0]
     rows = report_rows(records, TASKS[args.dataset].scores)
     for row in rows:
-        gap, (low, high) = row.get("f1_gap_to_full", 0.0), row.get("f1_gap_ci95", (0.0, 0.0))
+        gap, (low, high) = row.get(f"{key}_gap_to_full", 0.0), row.get(f"{key}_gap_ci95", (0, 0))
+        recall = f"  gold recall {row['gold_recall']:.2f}" if "gold_recall" in row else ""
         print(
-            f"{row['mode']:28} F1 {row['f1']:.3f}  gap {gap:+.3f} [{low:+.3f}, {high:+.3f}]  "
+            f"{row['mode']:28} {key} {row[key]:.3f}  gap {gap:+.3f} [{low:+.3f}, {high:+.3f}]  "
             f"agree {row.get('agree_with_full', 1.0):.2f}  share {row['recomputed_share']:.3f}  "
-            f"TTFT {row['median_ttft_s']:.3f}s  "
-            f"gold recall {row['gold_recall']:.2f}"
+            f"TTFT {row['median_ttft_s']:.3f}s{recall}"
         )
-    document = {"settings": vars(args), "score": "f1", "rows": rows, "records": records}
+    document = {"settings": vars(args), "score": key, "rows": rows, "records": records}
     out = output_path(Path(args.out), ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=1))
@@ -213,8 +223,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.set_defaults(out="docs/bench/neighbours_kc_tune_0.5b")
     args = parser.parse_args(argv)
-    if args.chunk_prefix != "passages" or args.dataset == "xsum":
-        parser.error("retrieval-shaped prompts need QA items and --chunk-prefix passages")
+    if args.chunk_prefix != "passages":
+        parser.error("neighbour contexts take the place of --chunk-prefix passages' passages")
     return args
 
 
@@ -230,8 +240,10 @@ def main() -> int:
     embedder = Embedder()
     pooled = load_items(args)
     library = PassageLibrary.of(pooled, embedder)
-    items = retrieved_items(pooled, library, embedder, args.top_k)
-    print(f"library: {len(library.passages)} passages, {len(items)} questions", file=sys.stderr)
+    items = pooled
+    if args.dataset != "xsum":
+        items = retrieved_items(pooled, library, embedder, args.top_k)
+    print(f"library: {len(library.passages)} passages, {len(items)} items", file=sys.stderr)
     records = finished_records(args, items)
     with tempfile.TemporaryDirectory(prefix="retrieval-shaped-") as workdir:
         setup = start_engine(
