@@ -6,7 +6,8 @@ replicas (`retriever.pg_backend`: each keeps its index in memory and follows the
 Writes are serialized by one lock, held only for the database transaction and the index update:
 chunking and embedding a batch happen before it is taken, so a large document does not hold up a
 small one or a delete. Searches run alongside writes. With neighbour contexts, chunks whose
-nearest neighbours a batch joins are marked to be precomputed again (`retriever.neighbours`).
+nearest neighbours a batch joins or a delete leaves are marked to be precomputed again
+(`retriever.neighbours`).
 """
 
 from __future__ import annotations
@@ -139,28 +140,47 @@ class Library:
         return self.store.list_documents(offset, limit)
 
     def delete(self, doc_id: str) -> list[ChunkRow] | None:
-        """Delete a document; returns its chunks (to drop their KV caches) or None if unknown."""
+        """Delete a document; returns its chunks (to drop their KV caches) or None if unknown.
+        With neighbour contexts, stored chunks computed behind one of its chunks are marked to
+        be precomputed again: no KV goes on carrying a deleted document's text."""
         with self._write_lock:
-            return self.backend.delete(doc_id)
+            held = self._contexts_holding(sorted(self.store.chunk_ids([doc_id])), "deleted")
+            deleted = self.backend.delete(doc_id)
+        if deleted:
+            self._requeue(held - {row.id for row in deleted}, "deleted")
+        return deleted
 
     def _requeue_joined(self, new_ids: list[int]) -> None:
-        """Mark stale the stored chunks whose context the new ones enter (see
-        `retriever.neighbours`). The batch is stored whatever happens here, so a failure is
-        logged, not raised."""
+        """Mark stale the stored chunks whose context the new ones enter. The batch is stored
+        whatever happens here."""
+        self._requeue(self._contexts_holding(new_ids, "new"), "new")
+
+    def _contexts_holding(self, chunk_ids: list[int], kind: str) -> set[int]:
+        """Other chunks whose neighbour context holds (or, for chunks just indexed, now would
+        hold) one of `chunk_ids` in the part the engine keeps (see `retriever.neighbours`);
+        empty without neighbour contexts. A failure is logged, not raised."""
         policy = self.neighbours
-        if policy is None or not new_ids:
-            return
+        if policy is None or not chunk_ids:
+            return set()
         try:
-            joined = joined_neighbourhoods(self.index, new_ids, policy.count)
+            joined = joined_neighbourhoods(self.index, chunk_ids, policy.count)
             nearer = sorted({other for others in joined.values() for other in others})
             lengths = {row.id: len(row.token_ids) for row in self.store.chunks_for(nearer)}
-            changed = within_window(joined, lengths, policy.window_tokens)
-            requeued = self.store.requeue_chunks(sorted(changed)) if changed else []
+            return within_window(joined, lengths, policy.window_tokens)
         except Exception:
-            log.exception("could not requeue the neighbours of %d new chunks", len(new_ids))
+            log.exception("could not find the neighbours of %d %s chunks", len(chunk_ids), kind)
+            return set()
+
+    def _requeue(self, chunk_ids: set[int], kind: str) -> None:
+        if not chunk_ids:
+            return
+        try:
+            requeued = self.store.requeue_chunks(sorted(chunk_ids))
+        except Exception:
+            log.exception("could not requeue %d chunks near %s ones", len(chunk_ids), kind)
             return
         if requeued:
-            log.info("new chunks joined the neighbours of %d stored ones", len(requeued))
+            log.info("%s chunks changed the neighbours of %d stored ones", kind, len(requeued))
 
     def _prepare(
         self, documents: Sequence[NewDocument], texts: list[str]

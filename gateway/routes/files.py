@@ -141,6 +141,8 @@ async def delete_file(file_id: str, state: RagState) -> dict[str, Any]:
         chunks = await asyncio.to_thread(state.library.delete, document_id)
         if chunks and state.chunk_cache is not None:
             await state.chunk_cache.evict([chunk.token_ids for chunk in chunks])
+        if chunks and state.precomputer is not None:
+            state.precomputer.notify()  # chunks computed behind the deleted ones
     return deleted(file_id, "file")
 
 

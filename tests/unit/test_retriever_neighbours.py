@@ -108,6 +108,26 @@ def test_chunks_whose_nearest_a_new_chunk_joins_are_precomputed_again(open_libra
     assert library.get("d0").status == "cached"  # still served from its stored KV
 
 
+def test_chunks_computed_behind_a_deleted_chunk_are_precomputed_again(open_library):
+    library = open_library()
+    library.ingest([note(degrees) for degrees in (0, 10, 20, 30, 100)])
+    cache_everything(library)
+    deleted = library.delete("d10")
+    assert [row.document_id for row in deleted] == ["d10"]
+    # 10 was among the two nearest of 0, 20 and 30 (not of 100: 30 and 20): its text leaves
+    # their KV when they are computed again.
+    assert stale_notes(library) == ["d0", "d20", "d30"]
+    assert library.get("d0").status == "cached"  # still served from its stored KV meanwhile
+
+
+def test_a_delete_requeues_nothing_without_neighbour_contexts(open_library):
+    library = open_library(neighbours=None)
+    library.ingest([note(0), note(10), note(20)])
+    cache_everything(library)
+    library.delete("d10")
+    assert stale_notes(library) == []
+
+
 def test_new_chunks_are_not_requeued_and_a_stale_chunk_only_once(open_library):
     library = open_library()
     library.ingest([note(0), note(90)])
