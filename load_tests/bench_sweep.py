@@ -1,8 +1,9 @@
 """TTFT over context lengths and chunk counts, every mode side by side in one in-process engine.
 
     python -m load_tests.bench_sweep [--model qwen2.5-coder-0.5b-instruct]
-        [--contexts 1024,2048,4096,8192] [--chunk-counts 2,4,8] [--modes full,reuse,blend@0.15]
-        [--requests 3] [--out docs/bench/ttft_sweep]
+        [--contexts 1024,2048,4096,8192] [--chunk-counts 2,4,8]
+        [--modes full,reuse,blend@0.15,blend@0.1/metric=probe] [--requests 3]
+        [--out docs/bench/ttft_sweep]
 
 A grid point is a context length L and a chunk count c: prompts are the fixed prefix, c chunks of
 L // c tokens in a new order, and a question. A warm blended request stores each point's chunks
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from load_tests.bench_blend import MODES, mode_summary, time_to_first_token
+from load_tests.bench_blend import mode_summary, parse_modes, time_to_first_token
 from load_tests.report import output_path
 
 MIN_CHUNK_TOKENS = 16
@@ -101,21 +102,13 @@ def _ints(text: str) -> list[int]:
     return [int(item) for item in text.split(",")]
 
 
-def _modes(text: str) -> list[str]:
-    modes = text.split(",")
-    unknown = [mode for mode in modes if mode not in MODES]
-    if unknown or "full" not in modes:
-        raise argparse.ArgumentTypeError(f"modes must include full and be among {list(MODES)}")
-    return modes
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     parser.add_argument("--models-dir", default="data/models")
     parser.add_argument("--contexts", type=_ints, default=[1024, 2048, 4096, 8192])
     parser.add_argument("--chunk-counts", type=_ints, default=[2, 4, 8])
-    parser.add_argument("--modes", type=_modes, default=["full", "reuse", "blend@0.15"])
+    parser.add_argument("--modes", type=parse_modes, default=["full", "reuse", "blend@0.15"])
     parser.add_argument("--requests", type=int, default=3)
     parser.add_argument("--out", default="docs/bench/ttft_sweep")
     args = parser.parse_args()
