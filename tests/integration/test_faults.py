@@ -123,7 +123,12 @@ ENTRY_BYTES_BUDGET = 5_000_000
 @pytest.fixture(scope="module")
 def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server of this module's own, with a chunk store that holds two documents' KV."""
-    settings = {"RAGBLEND_CHUNK_CACHE_DISK_GIB": str(ENTRY_BYTES_BUDGET / (1 << 30))}
+    settings = {
+        "RAGBLEND_CHUNK_CACHE_DISK_GIB": str(ENTRY_BYTES_BUDGET / (1 << 30)),
+        # Behind the fixed prefix: a neighbour context's refreshes would store entries again and
+        # change which document's KV the store evicts first.
+        "RAGBLEND_CHUNK_CONTEXT": "passages",
+    }
     with running_server(tmp_path_factory.mktemp("own"), settings) as started:
         yield started
 
