@@ -85,7 +85,7 @@ class BlendServerSettings(BaseSettings):
         "this share of the candidates' total deviation, at most what the ratio allows.",
     )
     blend_in_context_ratio: float = Field(
-        0.1,
+        0.15,
         ge=0,
         le=1,
         description="Default share recomputed when every chunk of a request is a library chunk "

@@ -97,6 +97,6 @@ def test_a_chunk_is_precomputed_again_when_new_chunks_join_its_neighbours(tmp_pa
     assert "Fredville" in reply["choices"][0]["message"]["content"]
     assert reply["blend"]["chunks_hit"] == len(sources)
     assert reply["blend"]["chunks_missed"] == 0
-    # Chunks in neighbour contexts take their own recipe (ratio 0.1 against sent documents' 0.3).
+    # Chunks in neighbour contexts take their own recipe (ratio 0.15 against sent documents' 0.3).
     assert sent["blend"]["chunks_hit"] + sent["blend"]["chunks_missed"] == len(sources)
     assert reply["blend"]["recomputed_tokens"] < sent["blend"]["recomputed_tokens"]

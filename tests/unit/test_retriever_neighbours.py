@@ -222,7 +222,7 @@ def test_neighbour_contexts_take_the_place_of_the_neutral_passages():
 
 def test_requests_take_the_recipe_of_their_chunks_context(monkeypatch: pytest.MonkeyPatch):
     settings = Settings()
-    assert settings.blend_recipe(in_context=True) == BlendRecipe(0.1, "probe")
+    assert settings.blend_recipe(in_context=True) == BlendRecipe(0.15, "probe")
     assert settings.blend_recipe(in_context=False) == BlendRecipe(0.3, "v")
     monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_RATIO", "0.2")
     monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_METRIC", "qv")
