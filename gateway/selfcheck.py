@@ -125,13 +125,12 @@ def run_selfcheck(
     with selfcheck_documents(client, documents) as skipped:
         for index in range(prompts if skipped is None else 0):
             country = countries[index % len(countries)]
-            full, blend = (
-                _post(
-                    client, library_request(_request(country, [], model, {"mode": mode}), countries)
-                )
-                for mode in ("full", "blend")
+            full = capital_request(country, [], model, {"mode": "full"})
+            blend = capital_request(country, [], model, {"mode": "blend"})
+            library.add(
+                _post(client, library_request(full, countries)),
+                _post(client, library_request(blend, countries)),
             )
-            library.add(full, blend)
     return reports + ([library] if skipped is None else []), skipped
 
 
