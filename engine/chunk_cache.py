@@ -50,8 +50,8 @@ class ChunkCache:
 
         ``context``: token ids of the chunks that should stand before this one, most relevant
         last, each as it stands in a prompt (separator included); None: behind the fixed prefix.
-        ``replace``: delete any stored entry of the chunk from every tier first, so the one
-        computed now takes its place.
+        ``replace``: compute the chunk even if an entry is stored and store it in that entry's
+        place; requests meanwhile keep hitting the old entry.
         """
         if not self.engine.blending:
             return None
@@ -63,8 +63,10 @@ class ChunkCache:
         else:
             raise ValueError("precomputing behind context needs neutral passages in the prefix")
         span = ChunkSpan(len(behind), len(behind) + len(chunk))
-        plan = BlendPlan("blend", 1.0, (span,), store_behind_context=context is not None)
-        transfer = plan.to_params() | (eviction_params([chunk]) if replace else {})
+        plan = BlendPlan(
+            "blend", 1.0, (span,), store_behind_context=context is not None, replace_stored=replace
+        )
+        transfer = plan.to_params()
         prompt = [*behind, *chunk, self.prefix[-1]]
         return await self._run("precompute", prompt, transfer)
 

@@ -96,10 +96,10 @@ class Precomputer:
         await self._record(store, row, _stored_key(stats))
 
     async def _refresh(self, store: LibraryStore, row: ChunkRow) -> None:
-        """A stale chunk: computed again behind its neighbours now, replacing its entry. A
-        replace deletes the old entry first, so when no new one is stored the chunk is
-        precomputed plainly: kept if its entry survived, else stored behind the fixed prefix.
-        Should that fail too, its record stays as it is (logged)."""
+        """A stale chunk: computed again behind its neighbours now, replacing its entry, which
+        serves requests until then. When no new entry is stored the chunk is precomputed
+        plainly: kept if its old entry is there, else stored behind the fixed prefix. Should
+        that fail too, its record stays as it is (logged)."""
         context = await self._context(row)
         key = await self._stored_or_none(row, context, replace=True)
         CHUNK_CONTEXT_REFRESHES.labels("failed" if key is None else "replaced").inc()

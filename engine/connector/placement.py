@@ -81,7 +81,8 @@ class ChunkPlacer:
     ) -> Placement:
         """Open every chunk this rank can load (unless not ``reusable``), then keep as hits only
         those every rank opened; a chunk cut by the claim's end is computed like any uncached
-        token. Chunks in ``unreadable`` turned out corrupt before and are misses."""
+        token. Chunks in ``unreadable`` turned out corrupt before and are misses, as is every
+        chunk of a plan that replaces stored entries."""
         placement = Placement()
         rejected_before = self._rejected()
         spans = [span for span in job.plan.spans if span.end <= job.claim_end]
@@ -90,7 +91,7 @@ class ChunkPlacer:
             chunk_tokens = job.token_ids[span.start : span.end]
             key = ChunkKey.for_chunk(fingerprint, chunk_tokens)
             placement.keys.append(key)
-            loads = reusable and key not in unreadable
+            loads = reusable and key not in unreadable and not job.plan.replace_stored
             streams.append(self._open(key, chunk_tokens) if loads else None)
         everywhere = self.ranks.all_can([stream is not None for stream in streams])
         for span, key, stream, loadable in zip(

@@ -231,6 +231,8 @@ class BlendWorker:
                 stored_behind = job.right_behind(prefix, capture.start)
                 context = job.token_ids[: capture.start] if stored_behind else prefix
                 self._compute_alone(capture, context, device)
+            if job.plan.replace_stored:  # tiers that keep an existing entry must drop it first
+                self.store.delete(capture.key)
             self.store.put(capture.key, capture.entry())
 
     def _paged_attention(self, job: BlendJob) -> Attend | None:

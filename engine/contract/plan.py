@@ -79,6 +79,11 @@ class BlendPlan:
     """Store a missed chunk that starts where the chunk prefix would end although other tokens
     than the prefix stand before it: its entry then holds the KV computed behind them. Only
     contextual precompute requests set it (``ChunkCache.precompute`` with ``context``)."""
+    replace_stored: bool = False
+    """Compute every chunk even when an entry is stored, and store the result in its place. The
+    old entry serves other requests until the new one is written (in this same worker pass), so
+    a refresh never turns a concurrent request's hit into a miss. Only refreshing precompute
+    requests set it (``ChunkCache.precompute`` with ``replace``)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -131,6 +136,8 @@ class BlendPlan:
         }
         if self.store_behind_context:
             body["store_behind_context"] = True
+        if self.replace_stored:
+            body["replace_stored"] = True
         return {PLAN_KEY: body}
 
     def extra_args(self) -> dict[str, Any] | None:
@@ -148,8 +155,9 @@ class BlendPlan:
             spans = tuple(ChunkSpan(int(start), int(end)) for start, end in body["spans"])
             overrides = SelectionOverrides.from_params(body.get("overrides") or {})
             behind_context = bool(body.get("store_behind_context", False))
+            replace = bool(body.get("replace_stored", False))
             ratio = float(body["recompute_ratio"])
-            return cls(body["mode"], ratio, spans, overrides, behind_context)
+            return cls(body["mode"], ratio, spans, overrides, behind_context, replace)
         except (AttributeError, KeyError, TypeError) as exc:
             raise ValueError(f"malformed blend plan: {exc!r}") from exc
 

@@ -77,6 +77,22 @@ def test_stored_chunks_hit_and_the_others_are_captured() -> None:
     store.close()
 
 
+def test_a_replacing_plan_computes_a_stored_chunk_and_leaves_its_entry_until_stored() -> None:
+    stored = make_entry(10)
+    key = ChunkKey.for_chunk(MODEL, stored.token_ids)
+    store = ChunkKVStore.create(1 << 20)
+    store.put(key, stored)
+    prompt = [0, *stored.token_ids, 7]
+    plan = BlendPlan("blend", 1.0, (ChunkSpan(1, 5),), replace_stored=True)
+    job = BlendJob("r", prompt, [0], 0, len(prompt) - 1, plan)
+    placer = ChunkPlacer(store, RankGroup(), ComputeRate(), 1, lambda ids: expect(stored))
+    placement = placer.place(job, MODEL, reusable=True, unreadable=set())
+    assert not placement.hits and [c.key for c in placement.captures] == [key]
+    assert store.contains(key)  # other requests keep hitting the old entry meanwhile
+    assert BlendPlan.from_params(plan.to_params()) == plan
+    store.close()
+
+
 def test_one_rank_agrees_with_itself() -> None:
     alone = RankGroup()
     assert alone.reports
