@@ -3,9 +3,12 @@
     python -m load_tests.eval.frontier docs/bench/strategies_kc_tune_0.5b.json \
         docs/bench/strategies_kc_tune_135m.json --out docs/bench/frontier_kc_tune
 
-Reads the JSON files written by ``load_tests.eval.quality``, marks the points no other strategy
-beats on both axes (the frontier) and writes a PNG with one panel per model and split (runs with
-another chunk prefix join their model's panel, their modes tagged with it).
+Reads the JSON files written by ``load_tests.eval.quality`` or ``retrieval_shaped``, marks the
+points no other strategy beats on both axes (the frontier) and writes a PNG with one panel per
+model and split (runs with another chunk prefix join their model's panel, their modes tagged
+with it). An evaluation's own TTFT is taken on short prompts, often on a busy machine: with
+``--speed`` a ``load_tests.bench_sweep`` JSON gives the speed-ups instead, those of one context
+length (``--context``), and modes that benchmark did not run are left out.
 """
 
 from __future__ import annotations
@@ -47,6 +50,36 @@ def tagged_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def with_benchmark_speed(
+    rows: list[dict[str, Any]], sweep: dict[str, Any], context_tokens: int
+) -> list[dict[str, Any]]:
+    """``rows`` whose mode the sweep timed at ``context_tokens``, with its speed-up. A
+    retrieval-shaped row's variant (``neighbours:``) does not change the work, so it is
+    matched by the mode after it."""
+    speedups = {
+        row["mode"]: row["speedup_vs_full"]
+        for row in sweep["rows"]
+        if row["context_tokens"] == context_tokens
+    }
+    if not speedups:
+        raise SystemExit(f"the speed benchmark has no rows at {context_tokens} context tokens")
+    timed = []
+    for row in rows:
+        mode = _strategy(row["mode"])
+        if mode in speedups:
+            timed.append({**row, "speedup_vs_full": speedups[mode]})
+        else:
+            print(f"  no benchmark speed for {row['mode']}: left out", file=sys.stderr)
+    return timed
+
+
+def _strategy(mode: str) -> str:
+    """The mode as the speed benchmark names it: without a prefix tag or a variant."""
+    mode = mode.split(" [")[0]
+    variant, colon, strategy = mode.partition(":")
+    return strategy if colon and not any(mark in variant for mark in "@/=") else mode
+
+
 def plot(panels: list[tuple[str, list[dict[str, Any]]]], path: Path) -> None:
     import matplotlib
 
@@ -83,14 +116,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="+", help="JSON files from load_tests.eval.quality")
     parser.add_argument("--out", default="docs/bench/frontier")
+    parser.add_argument("--speed", help="a load_tests.bench_sweep JSON: speed-ups from there")
+    parser.add_argument("--context", type=int, default=3072, help="the --speed context length")
     args = parser.parse_args()
+    sweep = json.loads(Path(args.speed).read_text()) if args.speed else None
     panels: dict[str, list[dict[str, Any]]] = {}
     for name in args.results:
         document = json.loads(Path(name).read_text())
         settings = document["settings"]
         title = f"{settings['model']}, {settings['dataset']} ({settings['split']}, "
         title += f"{settings['items']} items)"
-        panels.setdefault(title, []).extend(tagged_rows(document))
+        rows = tagged_rows(document)
+        if sweep is not None:
+            rows = with_benchmark_speed(rows, sweep, args.context)
+        panels.setdefault(title, []).extend(rows)
     for title, rows in panels.items():
         print(title)
         for row in frontier(rows):

@@ -72,3 +72,31 @@ def test_runs_with_another_chunk_prefix_are_tagged() -> None:
     chat = tagged_rows({"settings": {"chunk_prefix": "chat"}, "rows": rows})
     assert [row["mode"] for row in chat] == ["full", "blend@0.15 [chat prefix]"]
     assert tagged_rows({"settings": {}, "rows": rows}) == rows
+
+
+def test_benchmark_speed_replaces_the_evaluations_own_and_drops_untimed_modes() -> None:
+    from load_tests.eval.frontier import tagged_rows, with_benchmark_speed
+
+    document = {
+        "settings": {"chunk_prefix": "passages"},
+        "rows": [
+            _row("full", 0.0, 1.0),
+            _row("neighbours:blend@0.1/metric=probe", -0.01, 3.1),
+            _row("neighbours:blend@0.15/check=1:1", -0.02, 2.0),
+            _row("neighbours:reuse", 0.02, 4.0),
+        ],
+    }
+    sweep = {
+        "rows": [
+            {"context_tokens": 3072, "mode": "full", "speedup_vs_full": 1.0},
+            {"context_tokens": 3072, "mode": "blend@0.1/metric=probe", "speedup_vs_full": 6.4},
+            {"context_tokens": 3072, "mode": "blend@0.15/check=1:1", "speedup_vs_full": 4.2},
+            {"context_tokens": 8192, "mode": "reuse", "speedup_vs_full": 40.0},
+        ]
+    }
+    timed = with_benchmark_speed(tagged_rows(document), sweep, 3072)
+    assert [(row["f1_gap_to_full"], row["speedup_vs_full"]) for row in timed] == [
+        (0.0, 1.0),
+        (-0.01, 6.4),
+        (-0.02, 4.2),
+    ]
