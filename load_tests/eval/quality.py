@@ -41,8 +41,8 @@ DEFAULT_MODES = ["full", "reuse", "blend@0.05", "blend@0.1", "blend@0.15", "blen
 
 async def _answer(
     setup: Any, ids: list[int], spans: Any, spec: ModeSpec, task: EvalTask, salt: str
-) -> tuple[str, float, float]:
-    """The answer, its TTFT and the share of chunk tokens recomputed for it."""
+) -> tuple[str, float, float | None]:
+    """The answer, its TTFT and the share of chunk tokens recomputed for it (None: unknown)."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
@@ -63,8 +63,12 @@ async def _answer(
         text = output.outputs[0].text
         stats = stats_in(output.kv_transfer_params) or stats
     chunk_tokens = sum(span.end - span.start for span in spans)
-    reused = 0 if stats is None else stats.reused_tokens
-    share = 1.0 - reused / chunk_tokens if chunk_tokens else 1.0
+    if stats is None:
+        # vLLM's front end ends a request on a stop string and aborts it in the engine, so the
+        # statistics the engine sends on finishing never arrive: the share is unknown.
+        share = 1.0 if spec.mode == "full" else None
+    else:
+        share = 1.0 - stats.reused_tokens / chunk_tokens if chunk_tokens else 1.0
     return text.strip(), (first or time.perf_counter()) - started, share
 
 
@@ -149,9 +153,9 @@ def summarize(records: dict[str, list[dict]], scores: tuple[str, ...]) -> list[d
             **{other: round(statistics.mean(r[other] for r in results), 4) for other in others},
             "median_ttft_s": round(ttft, 4),
         }
-        if all("recomputed_share" in r for r in results):
-            share = statistics.mean(r["recomputed_share"] for r in results)
-            row["recomputed_share"] = round(share, 4)
+        shares = [r["recomputed_share"] for r in results if r.get("recomputed_share") is not None]
+        if shares:  # of the answers whose statistics arrived
+            row["recomputed_share"] = round(statistics.mean(shares), 4)
         if full:
             row["agree_with_full"] = round(
                 agreement([r["answer"] for r in results], [r["answer"] for r in full]), 4

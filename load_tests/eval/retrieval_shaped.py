@@ -165,12 +165,17 @@ async def ask_batch(
         print(
             f"  {variant} item {index + 1}: "
             + ", ".join(
-                f"{name}={rows[-1][task.scores[0]]:.2f}/{rows[-1]['recomputed_share']:.2f}"
+                f"{name}={rows[-1][task.scores[0]]:.2f}/{_share(rows[-1])}"
                 for name, rows in records.items()
                 if len(rows) == index + 1
             ),
             file=sys.stderr,
         )
+
+
+def _share(record: dict[str, Any]) -> str:
+    share = record.get("recomputed_share")
+    return "?" if share is None else f"{share:.3f}"
 
 
 def report_rows(records: dict[str, list[dict]], scores: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -203,7 +208,7 @@ def write_report(records: dict[str, list[dict]], args: argparse.Namespace) -> No
         recall = f"  gold recall {row['gold_recall']:.2f}" if "gold_recall" in row else ""
         print(
             f"{row['mode']:28} {key} {row[key]:.3f}  gap {gap:+.3f} [{low:+.3f}, {high:+.3f}]  "
-            f"agree {row.get('agree_with_full', 1.0):.2f}  share {row['recomputed_share']:.3f}  "
+            f"agree {row.get('agree_with_full', 1.0):.2f}  share {_share(row)}  "
             f"TTFT {row['median_ttft_s']:.3f}s{recall}"
         )
     document = {"settings": vars(args), "score": key, "rows": rows, "records": records}

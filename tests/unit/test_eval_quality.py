@@ -74,6 +74,21 @@ def test_rows_report_the_mean_recomputed_share_of_chunk_tokens() -> None:
     assert (full["recomputed_share"], adaptive["recomputed_share"]) == (1.0, 0.1)
 
 
+def test_answers_whose_statistics_were_lost_leave_the_share_out() -> None:
+    records = {
+        "full": [_record("a", 1.0, f1=1.0, em=1.0, recomputed_share=1.0)] * 3,
+        "blend@0.1": [
+            _record("a", 0.5, f1=1.0, em=1.0, recomputed_share=0.1),
+            _record("a", 0.5, f1=1.0, em=1.0, recomputed_share=None),  # ended on a stop string
+            _record("a", 0.5, f1=1.0, em=1.0, recomputed_share=0.2),
+        ],
+        "reuse": [_record("a", 0.5, f1=1.0, em=1.0, recomputed_share=None)] * 3,
+    }
+    _, blend, reuse = summarize(records, QA_TASK.scores)
+    assert blend["recomputed_share"] == 0.15
+    assert "recomputed_share" not in reuse
+
+
 def test_summary_rows_are_keyed_by_rouge_l(capsys: pytest.CaptureFixture[str]) -> None:
     records = {
         "full": [_record("a", 2.0, rouge_l=0.4), _record("b", 2.0, rouge_l=0.2)],
