@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.contract import BlendSettings, BlendStats, stats_in
+from engine.contract import BlendSettings, BlendStats
+from engine.front_stats import FrontStats
 from engine.platform import Device, prepare_environment
 
 if TYPE_CHECKING:
@@ -96,11 +97,13 @@ class Engine:
         self.stats_listener: Callable[[BlendStats], None] | None = None
         """Called (on the event loop) with the statistics of every blended request as it ends."""
         kv_transfer_config = None
+        self._front_stats: FrontStats | None = None
         if options.blend is not None:
             reason = blending_unsupported_reason(options.model_dir)
             if reason is None:
                 blend = replace(options.blend, stats_channel=uuid.uuid4().hex)
                 kv_transfer_config = _connector_config(blend)
+                self._front_stats = FrontStats(blend.stats_channel)
             else:
                 log.warning("blending off, every request is a full prefill: %s", reason)
                 self.blending = False
@@ -152,15 +155,20 @@ class Engine:
         prompt = TokensPrompt(prompt_token_ids=prompt_token_ids)
         if cache_salt is not None:
             prompt["cache_salt"] = cache_salt
+        front = self._front_stats
+        if front is not None:
+            params = front.tag(params, request_id)
         async for output in self._llm.generate(prompt, params, request_id=request_id):
-            if output.finished and self.stats_listener is not None:
-                stats = stats_in(output.kv_transfer_params)
-                if stats is not None:
+            if output.finished and front is not None:
+                stats = front.settle(output, request_id)
+                if stats is not None and self.stats_listener is not None:
                     self.stats_listener(stats)
             yield output
 
     def shutdown(self) -> None:
         self._llm.shutdown()
+        if self._front_stats is not None:
+            self._front_stats.close()
 
 
 def _connector_config(blend: BlendSettings) -> object:

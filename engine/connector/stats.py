@@ -3,7 +3,10 @@
 The worker posts a request's statistics before the forward pass that first computes it; the
 scheduler collects them when the request finishes. vLLM's own worker -> scheduler channel
 delivers them only after requests finishing in that same step were already reported, so a
-one-token answer would lose them. The socket lives in Linux's abstract namespace under a name
+one-token answer would lose them. The worker also posts them to the front end (the process
+calling ``Engine.generate``, under the id it knows the request by): vLLM's front end ends a
+request on a stop string itself and aborts it in the engine, so the finished output carries
+no statistics from the scheduler. The socket lives in Linux's abstract namespace under a name
 unique to one engine start: it exists exactly as long as the scheduler holds it, and no other
 process can remove it (files could be, by a second server pointed at the same data dir).
 Nothing here raises into the engine: a lost message is a request without statistics, logged.
@@ -27,6 +30,11 @@ def _address(channel: str) -> str:
     if not channel:
         raise ValueError("the statistics channel needs a name")
     return f"\0ragblend-stats-{channel}"
+
+
+def front_channel(channel: str) -> str:
+    """The front end's channel next to the scheduler's ``channel``."""
+    return f"{channel}-front"
 
 
 class StatsInbox:
@@ -69,21 +77,29 @@ class StatsOutbox:
     """Worker side: ``post`` sends without blocking and never raises."""
 
     def __init__(self, channel: str) -> None:
-        self._address = _address(channel)
+        self._scheduler = _address(channel)
+        self._front = _address(front_channel(channel))
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._socket.setblocking(False)
-        self._failing = False
+        self._failing: set[str] = set()
 
-    def post(self, request_id: str, stats: BlendStats) -> None:
+    def post(self, request_id: str, stats: BlendStats, front_id: str = "") -> None:
+        """To the scheduler under vLLM's ``request_id``; to the front end under ``front_id``
+        too, when the request's plan names one."""
+        self._send(self._scheduler, request_id, stats)
+        if front_id:
+            self._send(self._front, front_id, stats)
+
+    def _send(self, address: str, request_id: str, stats: BlendStats) -> None:
         data = json.dumps({"request_id": request_id, "stats": stats.to_dict()}).encode()
         try:
-            self._socket.sendto(data, self._address)
+            self._socket.sendto(data, address)
         except OSError as exc:
-            if not self._failing:
+            if address not in self._failing:
                 log.warning("blend statistics are being lost: %s", exc)
-            self._failing = True
+            self._failing.add(address)
             return
-        self._failing = False
+        self._failing.discard(address)
 
     def close(self) -> None:
         self._socket.close()

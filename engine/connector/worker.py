@@ -92,7 +92,7 @@ class BlendWorker:
         for job in jobs:
             stats = self._run_safely(job)
             if self.ranks.reports:
-                self._outbox.post(job.request_id, stats)
+                self._outbox.post(job.request_id, stats, job.plan.stats_id)
 
     def close(self) -> None:
         self.store.close()

@@ -84,6 +84,9 @@ class BlendPlan:
     old entry serves other requests until the new one is written (in this same worker pass), so
     a refresh never turns a concurrent request's hit into a miss. Only refreshing precompute
     requests set it (``ChunkCache.precompute`` with ``replace``)."""
+    stats_id: str = ""
+    """The id the front end knows the request by; the worker reports the request's statistics
+    to it under this id (``Engine.generate`` sets it). Empty: to the scheduler only."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -138,6 +141,8 @@ class BlendPlan:
             body["store_behind_context"] = True
         if self.replace_stored:
             body["replace_stored"] = True
+        if self.stats_id:
+            body["stats_id"] = self.stats_id
         return {PLAN_KEY: body}
 
     def extra_args(self) -> dict[str, Any] | None:
@@ -156,8 +161,9 @@ class BlendPlan:
             overrides = SelectionOverrides.from_params(body.get("overrides") or {})
             behind_context = bool(body.get("store_behind_context", False))
             replace = bool(body.get("replace_stored", False))
+            stats_id = str(body.get("stats_id", ""))
             ratio = float(body["recompute_ratio"])
-            return cls(body["mode"], ratio, spans, overrides, behind_context, replace)
+            return cls(body["mode"], ratio, spans, overrides, behind_context, replace, stats_id)
         except (AttributeError, KeyError, TypeError) as exc:
             raise ValueError(f"malformed blend plan: {exc!r}") from exc
 

@@ -64,8 +64,7 @@ async def _answer(
         stats = stats_in(output.kv_transfer_params) or stats
     chunk_tokens = sum(span.end - span.start for span in spans)
     if stats is None:
-        # vLLM's front end ends a request on a stop string and aborts it in the engine, so the
-        # statistics the engine sends on finishing never arrive: the share is unknown.
+        # A blended answer without statistics (they were lost): the share is unknown.
         share = 1.0 if spec.mode == "full" else None
     else:
         share = 1.0 - stats.reused_tokens / chunk_tokens if chunk_tokens else 1.0

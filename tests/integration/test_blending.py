@@ -15,6 +15,7 @@ import pytest
 from gateway.selfcheck import (
     CAPITALS,
     capital_document,
+    capital_request,
     divergence,
     first_token_distribution,
 )
@@ -56,6 +57,21 @@ def test_documents_report_usage_and_blend_counts(server: Server) -> None:
     cached = again["usage"]["prompt_tokens_details"]["cached_tokens"]
     assert cached == again["blend"]["reused_tokens"] + again["blend"]["prefix_cached_tokens"]
     assert again["blend"]["reused_tokens"] > 0
+
+
+def test_an_answer_ended_by_a_stop_string_still_reports_its_blend(server: Server) -> None:
+    whole = answer_text(_ask(server, "Portugal", ["Portugal", "Germany"], "blend"))
+    assert " " in whole.strip()  # a stop string of one space cuts such an answer short
+    documents = [DOCUMENTS["Germany"], DOCUMENTS["Portugal"]]  # new order: no prefix-cache hit
+    body = capital_request("Portugal", documents, server.model, {"mode": "blend"})
+    with server.client() as client:
+        reply = client.post("/v1/chat/completions", json=body | {"stop": [" "]})
+    assert reply.status_code == 200, reply.text
+    cut = reply.json()
+    assert cut["choices"][0]["finish_reason"] == "stop"
+    assert " " not in answer_text(cut).strip()
+    assert cut["blend"]["chunks_hit"] == 2
+    assert cut["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
 
 
 def test_a_repeated_prompt_counts_each_cached_token_once(server: Server) -> None:

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from engine.connector.stats import StatsInbox, StatsOutbox
+from engine.connector.stats import StatsInbox, StatsOutbox, front_channel
 from engine.contract import BlendStats
 
 STATS = BlendStats("blend", 90, 30, 3, 0, 12)
@@ -56,3 +56,50 @@ def test_two_engines_cannot_share_a_channel() -> None:
         StatsInbox(channel)
     first.close()
     StatsInbox(channel).close()  # the name is free again once its engine is gone
+
+
+def test_the_front_end_gets_the_statistics_under_its_own_id() -> None:
+    channel = uuid.uuid4().hex
+    scheduler, front = StatsInbox(channel), StatsInbox(front_channel(channel))
+    outbox = StatsOutbox(channel)
+    try:
+        outbox.post("req-1-a1b2c3d4", STATS, front_id="req-1")
+        outbox.post("req-2-e5f6a7b8", STATS)  # a plan that names no front-end id
+        assert scheduler.collect("req-1-a1b2c3d4") == STATS
+        assert front.collect("req-1") == STATS
+        assert scheduler.collect("req-2-e5f6a7b8") == STATS
+        assert front.collect("req-2") is None
+    finally:
+        for socket_owner in (scheduler, front, outbox):
+            socket_owner.close()
+
+
+def test_a_finished_output_without_statistics_gets_the_workers_report() -> None:
+    from types import SimpleNamespace
+
+    from vllm import SamplingParams
+
+    from engine.contract import PLAN_KEY, BlendPlan, ChunkSpan, stats_in
+    from engine.front_stats import FrontStats
+
+    channel = uuid.uuid4().hex
+    front, outbox = FrontStats(channel), StatsOutbox(channel)
+    try:
+        shared = SamplingParams(extra_args=BlendPlan("blend", 0.2, (ChunkSpan(1, 5),)).extra_args())
+        tagged = front.tag(shared, "req-1")
+        plan = BlendPlan.from_params(tagged.extra_args["kv_transfer_params"])
+        assert plan is not None and plan.stats_id == "req-1"
+        assert "stats_id" not in shared.extra_args["kv_transfer_params"][PLAN_KEY]
+        assert front.tag(SamplingParams(), "req-2").extra_args is None  # a full prefill: as is
+        outbox.post("req-1-a1b2c3d4", STATS, front_id=plan.stats_id)
+        ended_on_a_stop_string = SimpleNamespace(kv_transfer_params=None)
+        assert front.settle(ended_on_a_stop_string, "req-1") == STATS
+        assert stats_in(ended_on_a_stop_string.kv_transfer_params) == STATS
+        outbox.post("req-3-a1b2c3d4", STATS, front_id="req-3")
+        finished = SimpleNamespace(
+            kv_transfer_params={"ragblend_stats": STATS.to_dict() | {"chunks_hit": 9}}
+        )
+        assert front.settle(finished, "req-3").chunks_hit == 9  # the scheduler's own wins
+    finally:
+        front.close()
+        outbox.close()
