@@ -38,7 +38,8 @@ def front_channel(channel: str) -> str:
 
 
 class StatsInbox:
-    """Scheduler side: owns the socket; ``collect`` is called when a request finishes."""
+    """Receiving side (the scheduler, or the front end on its own channel): owns the socket;
+    ``collect`` is called when a request finishes."""
 
     def __init__(self, channel: str) -> None:
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
