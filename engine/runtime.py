@@ -35,6 +35,9 @@ class EngineOptions:
     tensor_parallel_size: int = 1
     blend: BlendSettings | None = None
     log_level: str = "info"
+    profile_dir: Path | None = None
+    """Where vLLM's torch profiler writes the engine core's traces (``start_profile``); None:
+    profiling off. For benchmarks (load_tests/profile_blend.py), not for serving."""
 
 
 BLENDABLE_ARCHITECTURES = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"})
@@ -118,6 +121,7 @@ class Engine:
             gpu_memory_utilization=options.gpu_memory_utilization,
             disable_log_stats=True,
             kv_transfer_config=kv_transfer_config,
+            profiler_config=_profiler_config(options.profile_dir),
         )
         log.info("starting vLLM on %s with %s", options.device, options.model_dir)
         self._llm = AsyncLLM.from_engine_args(args)
@@ -165,10 +169,30 @@ class Engine:
                     self.stats_listener(stats)
             yield output
 
+    async def start_profile(self, name: str) -> None:
+        """Start tracing the engine core (needs ``profile_dir``); its trace file names begin
+        with ``name``."""
+        await self._llm.start_profile(name)
+
+    async def stop_profile(self) -> None:
+        """Stop tracing; the trace is written under ``profile_dir`` before this returns."""
+        await self._llm.stop_profile()
+
     def shutdown(self) -> None:
         self._llm.shutdown()
         if self._front_stats is not None:
             self._front_stats.close()
+
+
+def _profiler_config(profile_dir: Path | None) -> object:
+    from vllm.config import ProfilerConfig
+
+    if profile_dir is None:
+        return ProfilerConfig()
+    directory = str(profile_dir.resolve())
+    return ProfilerConfig(
+        profiler="torch", torch_profiler_dir=directory, torch_profiler_use_gzip=False
+    )
 
 
 def _connector_config(blend: BlendSettings) -> object:

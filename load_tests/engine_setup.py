@@ -25,6 +25,7 @@ def start_engine(
     memory_bytes: int = 4 << 30,
     prefix_kind: PrefixKind = "plain",
     kv_cache_gib: float = 4,
+    profile_dir: Path | None = None,
     **blend_overrides: Any,
 ) -> BenchEngine:
     """Provision ``model`` if needed and start it with a chunk store under ``workdir``."""
@@ -57,5 +58,6 @@ def start_engine(
         enable_prefix_caching=True,
         max_num_seqs=4,
         blend=replace(blend, **blend_overrides),
+        profile_dir=profile_dir,
     )
     return BenchEngine(Engine(options), tokenizer, prefix)
