@@ -20,7 +20,7 @@ from torch import Tensor
 from engine.blend.attention import selective_attention
 from engine.blend.check import CheckLayer, rows_to_keep
 from engine.blend.probe import probe_question, replayable
-from engine.blend.rope import RopeSpec, rotate_keys
+from engine.blend.rope import RopeSpec, Rotation, rotate, rotation
 from engine.blend.select import (
     GradualSchedule,
     HeadSum,
@@ -169,11 +169,12 @@ def blend_prefill(
         # nothing after the chunks is blended here, so no question to ask
         selection = replace(selection, metric="v")
     active = forced if selection.ratio <= 0 else positions
+    move = _chunk_rotation(chunks, rope, device)
     if selection.metric == "probe" and schedule is not None:
         keep = max(0, fraction_count(selection.ratio, chunk_tokens) - head_tokens)
         probe_layer = selection.check_layers[0][0] if selection.check_layers else 1
         chunks, active = _choose_by_probe(
-            model, token_ids, chunks, rope, forced, cached, keep, question_start, probe_layer,
+            model, token_ids, chunks, move, forced, cached, keep, question_start, probe_layer,
             sum_heads
         )  # fmt: skip
         schedule = None  # the chosen tokens are computed in every layer, no check narrows them
@@ -182,7 +183,7 @@ def blend_prefill(
     residual: Tensor | None = None
     for layer in range(model.num_layers):
         q, k_fresh, v_fresh, residual = model.qkv(layer, hidden, residual, active)
-        k_cached, v_cached = _cached_layer(chunks, num_tokens, k_fresh, rope)
+        k_cached, v_cached = _cached_layer(chunks, num_tokens, k_fresh, move)
         k_fused, v_fused = k_cached.clone(), v_cached.clone()
         k_fused[active], v_fused[active] = k_fresh, v_fresh
 
@@ -209,7 +210,7 @@ def _choose_by_probe(
     model: DecoderAdapter,
     token_ids: Tensor,
     chunks: list[CachedChunk],
-    rope: RopeSpec | None,
+    move: Rotation | None,
     forced: Tensor,
     cached: Tensor,
     keep: int,
@@ -223,7 +224,7 @@ def _choose_by_probe(
     num_tokens = token_ids.shape[0]
 
     def cached_layer(layer_chunks: list[CachedChunk], like: Tensor) -> tuple[Tensor, Tensor]:
-        return _cached_layer(layer_chunks, num_tokens, like, rope)
+        return _cached_layer(layer_chunks, num_tokens, like, move)
 
     scores = probe_question(
         model, token_ids, probing, cached_layer, forced, question_start, probe_layer, sum_heads
@@ -232,16 +233,36 @@ def _choose_by_probe(
     return blending, select_top(scores, candidates, keep, forced)
 
 
+def _chunk_rotation(
+    chunks: list[CachedChunk], rope: RopeSpec | None, device: torch.device
+) -> Rotation | None:
+    """Every cached chunk token's move from where it was computed to its place, in chunk order:
+    the same for every layer, so computed once."""
+    if not chunks:
+        return None
+    assert rope is not None
+    deltas = [
+        torch.full((chunk.end - chunk.start,), chunk.start - chunk.source_start) for chunk in chunks
+    ]
+    return rotation(torch.cat(deltas).to(device), rope, device)
+
+
 def _cached_layer(
-    chunks: list[CachedChunk], num_tokens: int, like: Tensor, rope: RopeSpec | None
+    chunks: list[CachedChunk], num_tokens: int, like: Tensor, move: Rotation | None
 ) -> tuple[Tensor, Tensor]:
+    """The next layer of every chunk, keys moved by ``move``, at their places in the prompt."""
     shape = (num_tokens, *like.shape[1:])
     keys = torch.zeros(shape, dtype=like.dtype, device=like.device)
     values = torch.zeros_like(keys)
-    for chunk in chunks:
-        k, v = next(chunk.layers)
-        delta = chunk.start - chunk.source_start
-        assert rope is not None
-        keys[chunk.start : chunk.end] = rotate_keys(k.to(like.device), delta, rope).to(like.dtype)
+    layer = [next(chunk.layers) for chunk in chunks]
+    if not layer:
+        return keys, values
+    assert move is not None
+    moved = rotate(torch.cat([k for k, _ in layer]).to(like.device), move).to(like.dtype)
+    offset = 0
+    for chunk, (_, v) in zip(chunks, layer, strict=True):
+        length = chunk.end - chunk.start
+        keys[chunk.start : chunk.end] = moved[offset : offset + length]
         values[chunk.start : chunk.end] = v.to(device=like.device, dtype=like.dtype)
+        offset += length
     return keys, values

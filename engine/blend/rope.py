@@ -96,14 +96,49 @@ def inv_freq(spec: RopeSpec) -> Tensor:
     return freq.float()
 
 
-def _rotate(x: Tensor, angles: Tensor, spec: RopeSpec) -> Tensor:
-    """Rotate x [num_tokens, ..., head_dim] by angles [num_tokens or 1, rotary_dim // 2]."""
+@dataclass(frozen=True)
+class Rotation:
+    """The cos/sin of a move by per-token deltas. Every layer's keys move by the same deltas, so
+    a blend computes this once per request and applies it to each layer."""
+
+    cos: Tensor
+    """[num_tokens or 1, rotary_dim // 2], fp32; sin alike."""
+    sin: Tensor
+    spec: RopeSpec
+
+    @property
+    def num_tokens(self) -> int:
+        return self.cos.shape[0]
+
+
+def rotation(delta: int | Tensor, spec: RopeSpec, device: torch.device | None = None) -> Rotation:
+    """The rotation moving keys by ``delta``: an int (every token alike) or an integer tensor
+    [num_tokens]; it may be negative."""
+    freq = inv_freq(spec).to(device)
+    if isinstance(delta, Tensor):
+        if delta.is_floating_point() or delta.dim() != 1:
+            raise ValueError(
+                f"delta must be a 1-d integer tensor, got {delta.dtype} {tuple(delta.shape)}"
+            )
+        steps = delta.to(device=device, dtype=torch.float32)
+    else:
+        steps = torch.tensor([float(delta)], device=device)
+    angles = steps[:, None] * freq[None, :]
+    return Rotation(angles.cos(), angles.sin(), spec)
+
+
+def rotate(x: Tensor, move: Rotation) -> Tensor:
+    """Rotate x [num_tokens, ..., head_dim] by ``move`` (of num_tokens or 1 rows). Returns a new
+    tensor in x's dtype; columns past ``rotary_dim`` are copied unchanged."""
+    spec = move.spec
     if x.shape[-1] != spec.head_dim:
         raise ValueError(f"last dimension {x.shape[-1]} != head_dim {spec.head_dim}")
     if not x.is_floating_point():
         raise TypeError(f"expected a floating point tensor, got {x.dtype}")
-    angles = angles.reshape(angles.shape[0], *([1] * (x.dim() - 2)), angles.shape[1])
-    cos, sin = angles.cos(), angles.sin()
+    if move.num_tokens not in (1, x.shape[0]):
+        raise ValueError(f"a rotation of {move.num_tokens} tokens cannot move {x.shape[0]}")
+    broadcast = (move.num_tokens, *([1] * (x.dim() - 2)), move.cos.shape[1])
+    cos, sin = move.cos.reshape(broadcast), move.sin.reshape(broadcast)
     rot = x[..., : spec.rotary_dim].float()
     if spec.is_neox_style:
         first, second = rot.chunk(2, dim=-1)
@@ -124,17 +159,12 @@ def rotate_keys(keys: Tensor, delta: int | Tensor, spec: RopeSpec) -> Tensor:
     `delta` is an int or a per-token integer tensor [num_tokens]; it may be negative. Returns a
     new tensor in the input dtype; columns past `rotary_dim` are copied unchanged.
     """
-    freq = inv_freq(spec).to(keys.device)
-    if isinstance(delta, Tensor):
-        if delta.is_floating_point() or delta.shape != (keys.shape[0],):
-            raise ValueError(
-                f"delta must be an integer tensor of shape ({keys.shape[0]},), "
-                f"got {delta.dtype} {tuple(delta.shape)}"
-            )
-        steps = delta.to(device=keys.device, dtype=torch.float32)
-    else:
-        steps = torch.tensor([float(delta)], device=keys.device)
-    return _rotate(keys, steps[:, None] * freq[None, :], spec)
+    if isinstance(delta, Tensor) and delta.shape != (keys.shape[0],):
+        raise ValueError(
+            f"delta must be an integer tensor of shape ({keys.shape[0]},), "
+            f"got {delta.dtype} {tuple(delta.shape)}"
+        )
+    return rotate(keys, rotation(delta, spec, keys.device))
 
 
 def apply_rope(x: Tensor, positions: Tensor, spec: RopeSpec) -> Tensor:

@@ -5,7 +5,15 @@ import math
 import pytest
 import torch
 
-from engine.blend.rope import RopeSpec, UnsupportedRope, apply_rope, inv_freq, rotate_keys
+from engine.blend.rope import (
+    RopeSpec,
+    UnsupportedRope,
+    apply_rope,
+    inv_freq,
+    rotate,
+    rotate_keys,
+    rotation,
+)
 
 LLAMA3 = {
     "rope_type": "llama3",
@@ -96,6 +104,20 @@ def test_per_token_delta() -> None:
     delta = torch.tensor([10, 10, 10, 300, 300, 300])
     got = rotate_keys(apply_rope(raw, positions, spec), delta, spec)
     torch.testing.assert_close(got, apply_rope(raw, positions + delta, spec), **FP32_FAR)
+
+
+def test_one_rotation_moves_every_layer_as_moving_each_chunk_alone() -> None:
+    # A blend computes the chunks' rotation once and applies it to each layer's keys.
+    spec = RopeSpec(head_dim=64, rotary_dim=64, base=10000.0, is_neox_style=True)
+    first, second = keys(num_tokens=5).bfloat16(), keys(num_tokens=3).bfloat16()
+    move = rotation(torch.tensor([40] * 5 + [-7] * 3), spec)
+    for layer_scale in (1.0, 3.0):
+        both = torch.cat((first, second)) * layer_scale
+        expected = torch.cat((rotate_keys(first * layer_scale, 40, spec),
+                              rotate_keys(second * layer_scale, -7, spec)))  # fmt: skip
+        assert torch.equal(rotate(both, move), expected)
+    with pytest.raises(ValueError, match="cannot move"):
+        rotate(keys(num_tokens=4), move)
 
 
 def test_bf16_stays_bf16_and_close() -> None:
