@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.contract import BlendPlan, BlendStats, SelectionOverrides
-from engine.runtime import Engine
 from gateway.protocol import BlendOptions
 from gateway.rag_prompt import ChunkedPrompt
 from gateway.settings import Settings
@@ -32,20 +31,21 @@ def blend_request(
     prompt: ChunkedPrompt,
     options: BlendOptions | None,
     settings: Settings,
-    engine: Engine,
+    blending: bool,
     in_context: bool = False,
 ) -> BlendRequest:
     """The plan of a prompt whose chunks were precomputed behind their neighbours
-    (``in_context``) or behind the fixed prefix; the request's options override the recipe."""
+    (``in_context``) or behind the fixed prefix; the request's options override the recipe.
+    Without ``blending`` (the engine cannot blend this model) every request is a full prefill."""
     options = options or BlendOptions()
     mode = options.mode or settings.blend_mode
-    if not engine.blending:
+    if not blending:
         mode = "full"
     recipe = settings.blend_recipe(in_context)
     ratio = recipe.recompute_ratio
     if options.recompute_ratio is not None:
         ratio = options.recompute_ratio
-    overrides = SelectionOverrides(metric=recipe.metric)
+    overrides = SelectionOverrides(metric=options.metric or recipe.metric)
     return BlendRequest(prompt.token_ids, BlendPlan(mode, ratio, prompt.spans, overrides))
 
 
@@ -56,4 +56,7 @@ def blend_summary(
     cache served the whole chunk region, or the request was a full prefill."""
     if stats is None:
         stats = BlendStats.without_blend(plan.mode, prompt_tokens, cached_tokens)
-    return stats.summary()
+    summary = stats.summary()
+    if plan.mode == "blend":
+        summary["metric"] = plan.overrides.metric
+    return summary

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from engine.contract import Metric
 from gateway.errors import LONE_SURROGATE
 
 MAX_STOP_SEQUENCES = 4
@@ -44,6 +45,9 @@ class BlendOptions(BaseModel):
 
     mode: Literal["blend", "reuse", "full"] | None = None
     recompute_ratio: float | None = Field(None, ge=0.0, le=1.0)
+    metric: Metric | None = None
+    """What picks the tokens to recompute (``RAGBLEND_BLEND_METRIC``'s values): a summarizing
+    client may prefer ``v`` where the server's default for library chunks is ``probe``."""
 
 
 class RetrievalOptions(BaseModel):

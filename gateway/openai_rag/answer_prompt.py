@@ -45,7 +45,7 @@ def answer_prompt(
         if len(prompt.token_ids) <= limit or len(placed) == 1:
             break
         placed.pop()
-    blend = blend_request(prompt, None, state.settings, engine, state.neighbour_contexts)
+    blend = blend_request(prompt, None, state.settings, engine.blending, state.neighbour_contexts)
     return AnswerPrompt(prompt.token_ids, blend, placed)
 
 

@@ -38,7 +38,9 @@ async def create_chat_completion(
     chunks = await request_chunks(body, questions[-1] if questions else "", state)
     if chunks is not None:
         chunked = chat_with_chunks(body.messages, chunks.chunks, state.tokenizer)
-        blend = blend_request(chunked, body.blend, state.settings, engine, chunks.in_context)
+        blend = blend_request(
+            chunked, body.blend, state.settings, engine.blending, chunks.in_context
+        )
         prompt, sources = blend.token_ids, chunks.sources
     else:
         prompt = chat_prompt(body.messages, state.tokenizer)

@@ -40,7 +40,9 @@ async def create_completion(
     chunks = None if text is None else await request_chunks(body, text, state)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks.chunks, state.tokenizer)
-        blend = blend_request(chunked, body.blend, state.settings, engine, chunks.in_context)
+        blend = blend_request(
+            chunked, body.blend, state.settings, engine.blending, chunks.in_context
+        )
         prompts, sources = [blend.token_ids], chunks.sources
     else:
         prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)

@@ -14,11 +14,14 @@ def ask_capital(
     documents: list[str],
     mode: str = "blend",
     ratio: float | None = None,
+    metric: str | None = None,
 ) -> dict[str, Any]:
     """The selfcheck's capital question over ``documents``; fails the test unless answered."""
     blend: dict[str, Any] = {"mode": mode}
     if ratio is not None:
         blend["recompute_ratio"] = ratio
+    if metric is not None:
+        blend["metric"] = metric
     body = capital_request(country, documents, server.model, blend)
     with server.client() as client:
         reply = client.post("/v1/chat/completions", json=body)

@@ -49,3 +49,13 @@ def test_the_probe_at_ratio_one_answers_as_full_prefill(probe_server: Server) ->
     full = ask_capital(probe_server, "Poland", _documents(order), "full")
     exact = ask_capital(probe_server, "Poland", _documents(order), "blend", ratio=1.0)
     assert answer_text(exact) == answer_text(full)
+
+
+def test_a_request_may_choose_v_deviation_over_the_servers_probe(probe_server: Server) -> None:
+    order = ["Portugal", "France", "Austria"]
+    ask_capital(probe_server, "Portugal", _documents(order[::-1]), "blend")
+    by_default = ask_capital(probe_server, "Portugal", _documents(order), "blend", ratio=0.2)
+    by_v = ask_capital(probe_server, "Portugal", _documents(order), "blend", 0.2, metric="v")
+    assert (by_default["blend"]["metric"], by_v["blend"]["metric"]) == ("probe", "v")
+    assert by_v["blend"]["chunks_hit"] == len(order) and by_v["blend"]["recomputed_tokens"] > 0
+    assert "Lisbon" in answer_text(by_v)

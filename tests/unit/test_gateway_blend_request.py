@@ -1,0 +1,63 @@
+"""A request's `blend` options against the server's recipes: what the engine is asked to do."""
+
+import pytest
+from pydantic import ValidationError
+
+from engine.contract import ChunkSpan
+from gateway.blending import blend_request, blend_summary
+from gateway.protocol import BlendOptions
+from gateway.rag_prompt import ChunkedPrompt
+from gateway.settings import Settings
+
+PROMPT = ChunkedPrompt(list(range(40)), (ChunkSpan(2, 20), ChunkSpan(20, 38)))
+SETTINGS = Settings(model="m", blend_in_context_metric="probe", blend_metric="v")
+
+
+def test_the_recipe_follows_where_the_chunks_were_computed() -> None:
+    behind_prefix = blend_request(PROMPT, None, SETTINGS, blending=True).plan
+    in_context = blend_request(PROMPT, None, SETTINGS, blending=True, in_context=True).plan
+    assert (behind_prefix.recompute_ratio, behind_prefix.overrides.metric) == (
+        SETTINGS.blend_recompute_ratio,
+        "v",
+    )
+    assert (in_context.recompute_ratio, in_context.overrides.metric) == (
+        SETTINGS.blend_in_context_ratio,
+        "probe",
+    )
+
+
+def test_a_request_may_choose_its_ratio_and_metric() -> None:
+    options = BlendOptions(recompute_ratio=0.3, metric="v")
+    plan = blend_request(PROMPT, options, SETTINGS, blending=True, in_context=True).plan
+    assert (plan.mode, plan.recompute_ratio, plan.overrides.metric) == ("blend", 0.3, "v")
+    assert blend_summary(plan, None, 40, 0)["metric"] == "v"
+
+
+def test_an_engine_that_cannot_blend_makes_every_request_full() -> None:
+    plan = blend_request(PROMPT, BlendOptions(mode="blend"), SETTINGS, blending=False).plan
+    assert plan.mode == "full"
+    assert "metric" not in blend_summary(plan, None, 40, 0)
+
+
+@pytest.mark.parametrize("metric", ["probe!", "V", 3])
+def test_an_unknown_metric_is_refused(metric: object) -> None:
+    with pytest.raises(ValidationError, match="metric"):
+        BlendOptions(metric=metric)
+
+
+def test_an_unknown_metric_gets_an_openai_error_naming_the_field() -> None:
+    from fastapi.testclient import TestClient
+
+    from gateway.app import create_app
+
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "Which city?"}],
+        "documents": ["Oslo hosts it."],
+        "blend": {"metric": "loudest"},
+    }
+    client = TestClient(create_app(Settings(model="m")))  # no lifespan: no engine is started
+    reply = client.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["type"] == "invalid_request_error" and "metric" in str(error["param"])
