@@ -21,6 +21,66 @@ def position_runs(positions: Tensor) -> tuple[Tensor, Tensor]:
     return query_start_loc.to(torch.int32), (positions[ends - 1] + 1).to(torch.int32)
 
 
+def attend_runs(
+    q: Tensor,
+    positions: Tensor,
+    kv_cache: Tensor,
+    block_ids: Tensor,
+    *,
+    scale: float,
+    isa: str,
+    kv_cache_dtype: str = "auto",
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+) -> Tensor:
+    """Attention of queries q [n, heads, dim] at sorted prompt ``positions`` over one request's
+    paged ``kv_cache`` (vLLM's CPU layout) whose blocks are ``block_ids``."""
+    from vllm import _custom_ops as ops
+
+    num_blocks, num_kv_heads, block_size, _ = kv_cache.shape
+    key_cache, value_cache = kv_cache.view(num_blocks, num_kv_heads, 2 * block_size, -1).chunk(
+        2, dim=2
+    )
+    query_start_loc, seq_lens = position_runs(positions)
+    runs = seq_lens.numel()
+    block_table = block_ids.expand(runs, -1).contiguous()
+    scheduler = ops.cpu_attn_get_scheduler_metadata(
+        num_reqs=runs,
+        num_heads=q.shape[1],
+        num_kv_heads=num_kv_heads,
+        head_dim=q.shape[2],
+        seq_lens=seq_lens,
+        dtype=q.dtype,
+        query_start_loc=query_start_loc,
+        causal=True,
+        sliding_window_size=-1,
+        isa=isa,
+        enable_kv_split=False,
+        kv_cache_dtype=kv_cache_dtype,
+    )
+    output = torch.empty_like(q)
+    ops.cpu_attention_with_kv_cache(
+        query=q.contiguous(),
+        key_cache=key_cache,
+        value_cache=value_cache,
+        output=output,
+        query_start_loc=query_start_loc,
+        seq_lens=seq_lens,
+        scale=scale,
+        causal=True,
+        alibi_slopes=None,
+        sliding_window=-1,
+        block_table=block_table,
+        softcap=0,
+        scheduler_metadata=scheduler,
+        s_aux=None,
+        k_scale=k_scale,
+        v_scale=v_scale,
+        kv_cache_dtype=kv_cache_dtype,
+    )
+    return output
+
+
 class CpuPagedAttention:
     """``attend(layer, q, positions)`` for one request whose KV sits in ``block_ids``."""
 
@@ -32,50 +92,16 @@ class CpuPagedAttention:
         self.block_ids = torch.tensor(block_ids, dtype=torch.int32)
 
     def __call__(self, layer_index: int, q: Tensor, positions: Tensor) -> Tensor:
-        from vllm import _custom_ops as ops
-
         layer = self.layers[layer_index]
         impl = layer.impl
-        kv_cache = self.kv_caches[layer.layer_name]
-        num_blocks, num_kv_heads, block_size, _ = kv_cache.shape
-        key_cache, value_cache = kv_cache.view(num_blocks, num_kv_heads, 2 * block_size, -1).chunk(
-            2, dim=2
-        )
-        query_start_loc, seq_lens = position_runs(positions)
-        runs = seq_lens.numel()
-        block_table = self.block_ids.expand(runs, -1).contiguous()
-        scheduler = ops.cpu_attn_get_scheduler_metadata(
-            num_reqs=runs,
-            num_heads=q.shape[1],
-            num_kv_heads=num_kv_heads,
-            head_dim=q.shape[2],
-            seq_lens=seq_lens,
-            dtype=q.dtype,
-            query_start_loc=query_start_loc,
-            causal=True,
-            sliding_window_size=-1,
-            isa=layer.isa,
-            enable_kv_split=False,
-            kv_cache_dtype=impl.kv_cache_dtype,
-        )
-        output = torch.empty_like(q)
-        ops.cpu_attention_with_kv_cache(
-            query=q.contiguous(),
-            key_cache=key_cache,
-            value_cache=value_cache,
-            output=output,
-            query_start_loc=query_start_loc,
-            seq_lens=seq_lens,
+        return attend_runs(
+            q,
+            positions,
+            self.kv_caches[layer.layer_name],
+            self.block_ids,
             scale=impl.scale,
-            causal=True,
-            alibi_slopes=None,
-            sliding_window=-1,
-            block_table=block_table,
-            softcap=0,
-            scheduler_metadata=scheduler,
-            s_aux=None,
+            isa=layer.isa,
+            kv_cache_dtype=impl.kv_cache_dtype,
             k_scale=layer._k_scale_float,
             v_scale=layer._v_scale_float,
-            kv_cache_dtype=impl.kv_cache_dtype,
         )
-        return output
