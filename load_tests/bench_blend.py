@@ -46,18 +46,25 @@ def mode_spec(mode: str) -> ModeSpec:
     return parse_mode_spec("full" if mode == "prefix" else mode)
 
 
+def first_token_params(prompt: Any, mode: str) -> Any:
+    """vLLM sampling parameters for one greedy token of ``prompt``, blended as ``mode`` says."""
+    from vllm import SamplingParams
+
+    from engine.contract import BlendPlan
+
+    spec = mode_spec(mode)
+    extra = BlendPlan(spec.mode, spec.ratio, prompt.spans, spec.overrides).extra_args()
+    return SamplingParams(max_tokens=1, temperature=0, extra_args=extra)
+
+
 async def time_to_first_token(
     engine: Any, prompt: Any, mode: str, salt: str | None
 ) -> tuple[float, dict[str, int]]:
     """Seconds until ``engine`` streams the first token of ``prompt`` in ``mode``, and the chunk
     store's counters the worker reported with it (empty when nothing was blended)."""
-    from vllm import SamplingParams
+    from engine.contract import stats_in
 
-    from engine.contract import BlendPlan, stats_in
-
-    spec = mode_spec(mode)
-    extra = BlendPlan(spec.mode, spec.ratio, prompt.spans, spec.overrides).extra_args()
-    params = SamplingParams(max_tokens=1, temperature=0, extra_args=extra)
+    params = first_token_params(prompt, mode)
     started = time.perf_counter()
     async for output in engine.generate(salt or "bench", prompt.token_ids, params, salt):
         elapsed = time.perf_counter() - started

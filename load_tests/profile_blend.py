@@ -21,10 +21,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from load_tests.bench_blend import mode_spec, parse_modes
+from load_tests.bench_blend import first_token_params, parse_modes
+from load_tests.bench_sweep import QUESTION_MARGIN_TOKENS
 from load_tests.report import output_path
 
-QUESTION_MARGIN_TOKENS = 512
 PROJECT_FUNCTION = re.compile(r"(?:^|/)(engine/[\w/]+\.py)\(\d+\): (\w+)")
 STEP_FUNCTION = "gpu_model_runner.py(", "): execute_model"
 MODULE_INDEX = re.compile(r"_\d+$")
@@ -75,13 +75,9 @@ def read_trace(directory: Path, name: str) -> list[dict[str, Any]]:
 
 async def _serve(engine: Any, prompt: Any, mode: str, salt: str) -> int:
     """Serve ``prompt`` to its first token; the tokens computed (the blend's recomputed ones)."""
-    from vllm import SamplingParams
+    from engine.contract import stats_in
 
-    from engine.contract import BlendPlan, stats_in
-
-    spec = mode_spec(mode)
-    extra = BlendPlan(spec.mode, spec.ratio, prompt.spans, spec.overrides).extra_args()
-    params = SamplingParams(max_tokens=1, temperature=0, extra_args=extra)
+    params = first_token_params(prompt, mode)
     async for output in engine.generate(salt, prompt.token_ids, params, salt):
         if output.finished:
             stats = stats_in(output.kv_transfer_params)
