@@ -18,15 +18,16 @@ from engine.contract import BlendSettings, BlendStats
 from engine.models.provision import resolve_model
 from engine.platform import resolve_device
 from engine.runtime import Engine, EngineOptions
-from gateway.chunk_context import NeighbourContext
-from gateway.engine_watch import exit_after_engine_death, wait_for_engine_death
-from gateway.errors import ContainUnexpectedErrors, install_error_handlers
-from gateway.kv_status import KVStatusFollower
-from gateway.library_metrics import LIBRARY_PROGRESS
-from gateway.limits import RequestLimits
-from gateway.metrics import RequestCounter
-from gateway.precompute import Precomputer
-from gateway.rag_prompt import chunk_prefix
+from gateway.http.engine_watch import exit_after_engine_death, wait_for_engine_death
+from gateway.http.errors import ContainUnexpectedErrors, install_error_handlers
+from gateway.http.library_metrics import LIBRARY_PROGRESS
+from gateway.http.limits import RequestLimits
+from gateway.http.metrics import RequestCounter
+from gateway.http.store_metrics import CHUNK_STORE
+from gateway.rag.chunk_context import NeighbourContext
+from gateway.rag.chunked_prompt import chunk_prefix
+from gateway.rag.kv_status import KVStatusFollower
+from gateway.rag.precompute import Precomputer
 from gateway.routes import (
     chat,
     completions,
@@ -34,13 +35,12 @@ from gateway.routes import (
     files,
     health,
     models,
-    responses_api,
+    responses,
     vector_store_files,
     vector_stores,
 )
 from gateway.settings import Settings
 from gateway.state import AppState
-from gateway.store_metrics import CHUNK_STORE
 from retriever.library import STORE_FILE, Library
 from retriever.neighbours import NeighbourPolicy
 from retriever.rag_objects import RagObjects
@@ -81,8 +81,8 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
     app.add_middleware(ContainUnexpectedErrors)
     app.add_middleware(RequestCounter)
     install_error_handlers(app)
-    openai_rag = (files, vector_stores, vector_store_files, responses_api)
-    for module in (completions, chat, documents, *openai_rag, models, health):
+    openai_routes = (files, vector_stores, vector_store_files, responses)
+    for module in (completions, chat, documents, *openai_routes, models, health):
         app.include_router(module.router)
     return app
 

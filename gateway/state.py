@@ -11,15 +11,15 @@ from fastapi import Depends, Request
 
 from engine.chunk_cache import ChunkCache
 from engine.runtime import Engine
-from gateway.admission import AdmissionGate
-from gateway.errors import APIError
-from gateway.limits import bearer_key_valid, unauthorized
+from gateway.http.admission import AdmissionGate
+from gateway.http.errors import APIError
+from gateway.http.limits import bearer_key_valid, unauthorized
+from gateway.http.shutdown import Shutdown
 from gateway.settings import Settings
-from gateway.shutdown import Shutdown
 
 if TYPE_CHECKING:
-    from gateway.kv_status import KVStatusFollower
-    from gateway.precompute import Precomputer
+    from gateway.rag.kv_status import KVStatusFollower
+    from gateway.rag.precompute import Precomputer
     from retriever.library import Library
     from retriever.rag_objects import RagObjects
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gateway.rag_prompt import PrefixKind
+    from gateway.rag.chunked_prompt import PrefixKind
 
 
 @dataclass
@@ -35,7 +35,7 @@ def start_engine(
     from engine.models.provision import resolve_model
     from engine.platform import resolve_device
     from engine.runtime import Engine, EngineOptions
-    from gateway.rag_prompt import chunk_prefix
+    from gateway.rag.chunked_prompt import chunk_prefix
 
     model_dir = resolve_model(model, models_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

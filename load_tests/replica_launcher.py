@@ -64,7 +64,7 @@ def _start(name: str, data_dir: Path, environment: Mapping[str, str]) -> Replica
     port = free_port()
     log = data_dir / "server.log"
     env = {**os.environ, **environment, "RAGBLEND_DATA_DIR": str(data_dir)}
-    command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "gateway.cli.main", "serve", "--port", str(port)]
     with log.open("ab") as sink:
         process = subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink)
     return Replica(name, port, log, process)

@@ -9,14 +9,14 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from gateway.admission import check_choice_count
-from gateway.blending import blend_request
-from gateway.generation import ChoiceDelta, TokenLogprob, Usage
-from gateway.prompts import chat_prompt
-from gateway.protocol import ChatCompletionRequest
-from gateway.rag_prompt import chat_with_chunks
-from gateway.responses import FinishedChoice, PreparedRequest, respond, response_id
-from gateway.retrieval import request_chunks
+from gateway.http.admission import check_choice_count
+from gateway.http.serving import FinishedChoice, PreparedRequest, respond, response_id
+from gateway.openai.protocol import ChatCompletionRequest
+from gateway.rag.blending import blend_request
+from gateway.rag.chunked_prompt import chat_with_chunks
+from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
+from gateway.rag.prompts import chat_prompt
+from gateway.rag.retrieval import request_chunks
 from gateway.state import CurrentState, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])

@@ -8,10 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gateway.errors import APIError
+from gateway.http.errors import APIError
+from gateway.http.upload_text import upload_text
 from gateway.settings import Settings
 from gateway.state import LibraryState, authorized
-from gateway.upload_text import upload_text
 
 router = APIRouter(dependencies=[Depends(authorized)])
 

@@ -14,13 +14,13 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from openai.types import FilePurpose
 
-from gateway.errors import APIError
-from gateway.openai_rag.deps import RagState, objects_of
-from gateway.openai_rag.objects import deleted, file_object
-from gateway.openai_rag.pagination import FilePage, cursor_error, list_body
-from gateway.openai_rag.validation import parse_params
+from gateway.http.errors import APIError
+from gateway.http.upload_text import upload_text
+from gateway.openai.deps import RagState, objects_of
+from gateway.openai.objects import deleted, file_object
+from gateway.openai.pagination import FilePage, cursor_error, list_body
+from gateway.openai.validation import parse_params
 from gateway.state import AppState, authorized
-from gateway.upload_text import upload_text
 from retriever.cursor_pages import UnknownCursor
 from retriever.file_store import FileRecord, new_file_id
 from retriever.uploads import (

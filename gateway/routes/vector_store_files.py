@@ -16,17 +16,17 @@ from openai.types.vector_stores import (
     file_update_params,
 )
 
-from gateway.errors import APIError
-from gateway.openai_rag.deps import JSONBody, RagState, objects_of
-from gateway.openai_rag.objects import batch_object, deleted, vector_store_file_object
-from gateway.openai_rag.pagination import Page, cursor_error, list_body
-from gateway.openai_rag.store_params import (
+from gateway.http.errors import APIError
+from gateway.openai.deps import JSONBody, RagState, objects_of
+from gateway.openai.objects import batch_object, deleted, vector_store_file_object
+from gateway.openai.pagination import Page, cursor_error, list_body
+from gateway.openai.store_params import (
     attachments_for,
     check_chunking,
     unknown_files,
     vector_store_not_found,
 )
-from gateway.openai_rag.validation import check_attributes, check_text, parse_params
+from gateway.openai.validation import check_attributes, check_text, parse_params
 from gateway.state import AppState, authorized
 from retriever.cursor_pages import PageRequest, UnknownCursor
 from retriever.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore

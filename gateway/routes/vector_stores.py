@@ -17,20 +17,20 @@ from openai.types import (
     vector_store_update_params,
 )
 
-from gateway.errors import APIError
-from gateway.openai_rag.deps import JSONBody, RagState, objects_of
-from gateway.openai_rag.filters import parse_filter
-from gateway.openai_rag.objects import deleted, dump, vector_store_object
-from gateway.openai_rag.pagination import Page, cursor_error, list_body
-from gateway.openai_rag.search import StoreSearch, search_stores
-from gateway.openai_rag.store_params import (
+from gateway.http.errors import APIError
+from gateway.openai.deps import JSONBody, RagState, objects_of
+from gateway.openai.filters import parse_filter
+from gateway.openai.objects import deleted, dump, vector_store_object
+from gateway.openai.pagination import Page, cursor_error, list_body
+from gateway.openai.search import StoreSearch, search_stores
+from gateway.openai.store_params import (
     attachments_for,
     check_chunking,
     expiry_days,
     unknown_files,
     vector_store_not_found,
 )
-from gateway.openai_rag.validation import check_metadata, check_text, parse_params
+from gateway.openai.validation import check_metadata, check_text, parse_params
 from gateway.state import authorized
 from retriever.cursor_pages import UnknownCursor
 from retriever.vector_store_db import UnknownFiles

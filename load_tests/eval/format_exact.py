@@ -32,7 +32,7 @@ from engine.kvstore.entry import ChunkKV
 from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.mac import EntryMac
 from engine.kvstore.secret import load_or_create_secret
-from gateway.client_commands import connect, served_model
+from gateway.cli.client_commands import connect, served_model
 from load_tests.eval.fetch import DEFAULT_CACHE
 from load_tests.eval.server_gap import EvalDataMissing, held_out_items
 

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
-from gateway.client_commands import connect, served_model
+from gateway.cli.client_commands import connect, served_model
 from load_tests.eval.fetch import DEFAULT_CACHE
 from load_tests.eval.metrics import agreement, f1, mean_ci95, paired_diff_ci95
 from load_tests.eval.prompts import MultiChunkItem

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
-from gateway.rag_prompt import PrefixKind
+from gateway.rag.chunked_prompt import PrefixKind
 from load_tests.eval.strategies import ModeSpec, parse_mode_spec
 from load_tests.eval.summaries import DEFAULT_CHUNK_WORDS, DEFAULT_CHUNKS
 from load_tests.eval.tasks import SCORE_LABELS, TASKS, EvalTask
@@ -72,8 +72,8 @@ async def _answer(
 
 
 def _prompt(setup: Any, task: EvalTask, item: Any) -> tuple[list[int], Any]:
-    from gateway.protocol import ChatMessage
-    from gateway.rag_prompt import chat_with_chunks, completion_with_chunks, document_chunks
+    from gateway.openai.protocol import ChatMessage
+    from gateway.rag.chunked_prompt import chat_with_chunks, completion_with_chunks, document_chunks
 
     chunks = document_chunks(item.documents, setup.tokenizer)
     text = task.prompt_text(item)
@@ -97,7 +97,7 @@ async def evaluate(
     share. ``after_item`` sees the records so far once every mode has answered an item; items
     ``earlier`` records (of a cut run) hold are kept, not asked again."""
     from engine.chunk_cache import ChunkCache
-    from gateway.rag_prompt import document_chunks
+    from gateway.rag.chunked_prompt import document_chunks
 
     cache = ChunkCache(setup.engine, setup.prefix)
     specs = [parse_mode_spec(mode) for mode in modes]

@@ -94,7 +94,7 @@ async def precompute_variant(
     setup: Any, cache: Any, library: PassageLibrary, items: list[Any], variant: str, k: int
 ) -> None:
     """Store every retrieved passage's KV for ``variant``, replacing any stored before."""
-    from gateway.rag_prompt import document_chunks
+    from gateway.rag.chunked_prompt import document_chunks
 
     used = list(dict.fromkeys(doc for item in items for doc in item.documents))
     position = {text: pid for pid, text in enumerate(library.passages)}
@@ -119,7 +119,7 @@ async def evaluate(
     """Records per ``variant:mode`` (``full`` once) added to ``records`` (the items they hold
     already are skipped), reported to ``args.out`` after each batch."""
     from engine.chunk_cache import ChunkCache
-    from gateway.rag_prompt import chunk_prefix
+    from gateway.rag.chunked_prompt import chunk_prefix
 
     task: EvalTask = TASKS[args.dataset]
     head_len = len(chunk_prefix(setup.tokenizer, "chat"))

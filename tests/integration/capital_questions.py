@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.selfcheck import capital_request
+from gateway.cli.selfcheck import capital_request
 from tests.integration.conftest import Server
 
 

@@ -85,7 +85,7 @@ def running_server(
         "RAGBLEND_CHUNK_CACHE_MEMORY_GIB": "0.0001",
         **(extra_env or {}),
     }
-    command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "gateway.cli.main", "serve", "--port", str(port)]
     with log.open("ab") as sink:
         process = subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink)
     url = f"http://127.0.0.1:{port}"

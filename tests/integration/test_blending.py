@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gateway.selfcheck import (
+from gateway.cli.selfcheck import (
     CAPITALS,
     capital_document,
     capital_request,
@@ -182,7 +182,7 @@ def test_eight_simultaneous_blended_requests_are_all_answered_right(
 
 
 def test_selfcheck_passes_on_the_served_model(server: Server) -> None:
-    command = [sys.executable, "-m", "gateway.cli", "selfcheck", "--url", server.url]
+    command = [sys.executable, "-m", "gateway.cli.main", "selfcheck", "--url", server.url]
     command += ["--api-key", server.api_key, "--prompts", "2"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout + result.stderr

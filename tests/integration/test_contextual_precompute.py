@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gateway.selfcheck import CAPITALS, capital_document, divergence
+from gateway.cli.selfcheck import CAPITALS, capital_document, divergence
 from load_tests.engine_setup import start_engine
 from tests.integration.conftest import REPO, TEST_MODEL
 
@@ -55,8 +55,8 @@ async def _ask(setup: Any, ids: list[int], plan: Any) -> Reply:
 async def _scenario(setup: Any) -> Scenario:
     from engine.chunk_cache import ChunkCache
     from engine.contract import BlendPlan
-    from gateway.protocol import ChatMessage
-    from gateway.rag_prompt import Chunks, chat_with_chunks, chunk_prefix, document_chunks
+    from gateway.openai.protocol import ChatMessage
+    from gateway.rag.chunked_prompt import Chunks, chat_with_chunks, chunk_prefix, document_chunks
 
     tokenizer = setup.tokenizer
     head_len = len(chunk_prefix(tokenizer, "chat"))

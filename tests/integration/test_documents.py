@@ -186,7 +186,7 @@ def test_everything_survives_a_restart(tmp_path: Path) -> None:
 def test_cli_ingests_a_folder_and_answers_with_sources(server: Server, tmp_path: Path) -> None:
     (tmp_path / "quxland.md").write_text(_fact("Quxland", "Borvik"))
     (tmp_path / "broken.bin").write_bytes(b"\x00\x01")
-    base = [sys.executable, "-m", "gateway.cli"]
+    base = [sys.executable, "-m", "gateway.cli.main"]
     auth = ["--url", server.url, "--api-key", server.api_key]
     ingest = subprocess.run(
         [*base, "ingest", str(tmp_path), *auth], capture_output=True, text=True, timeout=300

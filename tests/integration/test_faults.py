@@ -19,7 +19,7 @@ import torch
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.mac import EntryMac
 from engine.kvstore.secret import load_or_create_secret
-from gateway.selfcheck import FILLER, capital_document
+from gateway.cli.selfcheck import FILLER, capital_document
 from tests.integration.conftest import REPO, TEST_MODEL, Server, running_server
 
 pytestmark = pytest.mark.integration
@@ -98,7 +98,7 @@ def test_a_second_server_on_the_same_data_dir_is_refused_and_the_first_keeps_ser
     server: Server,
 ) -> None:
     env = {**os.environ, "RAGBLEND_MODEL": TEST_MODEL, "RAGBLEND_DATA_DIR": str(server.data_dir)}
-    command = [sys.executable, "-m", "gateway.cli", "serve", "--port", "1"]
+    command = [sys.executable, "-m", "gateway.cli.main", "serve", "--port", "1"]
     second = subprocess.run(
         command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False
     )

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.selfcheck import CAPITALS, capital_document
+from gateway.cli.selfcheck import CAPITALS, capital_document
 from tests.integration.capital_questions import answer_text, ask_capital
 from tests.integration.conftest import Server, running_server
 

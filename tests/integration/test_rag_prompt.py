@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from gateway.protocol import ChatMessage
-from gateway.rag_prompt import (
+from gateway.openai.protocol import ChatMessage
+from gateway.rag.chunked_prompt import (
     chat_with_chunks,
     chunk_prefix,
     completion_head,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from gateway.selfcheck import CAPITALS, EXACT_DIVERGENCE, capital_document, divergence
-from gateway.selfcheck import first_token_distribution as first_token
+from gateway.cli.selfcheck import CAPITALS, EXACT_DIVERGENCE, capital_document, divergence
+from gateway.cli.selfcheck import first_token_distribution as first_token
 from tests.integration.capital_questions import answer_text, ask_capital
 from tests.integration.conftest import Server, running_server
 from tests.redis_server import RedisServer, running_redis

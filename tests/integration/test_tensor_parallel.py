@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gateway.selfcheck import (
+from gateway.cli.selfcheck import (
     CAPITALS,
     EXACT_DIVERGENCE,
     capital_document,

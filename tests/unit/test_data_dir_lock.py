@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from gateway.data_dir_lock import DataDirInUse, DataDirLock
+from gateway.http.data_dir_lock import DataDirInUse, DataDirLock
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from gateway.data_dir_lock import DataDirLock
+from gateway.http.data_dir_lock import DataDirLock
 lock = DataDirLock(Path(sys.argv[1]))
 lock.acquire(8123)
 print("held", flush=True)

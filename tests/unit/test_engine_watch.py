@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.engine_watch import wait_for_engine_death
+from gateway.http.engine_watch import wait_for_engine_death
 
 
 async def test_the_watch_returns_once_the_engine_is_no_longer_alive() -> None:

@@ -4,9 +4,9 @@ import pytest
 from pydantic import ValidationError
 
 from engine.contract import ChunkSpan
-from gateway.blending import blend_request, blend_summary
-from gateway.protocol import BlendOptions
-from gateway.rag_prompt import ChunkedPrompt
+from gateway.openai.protocol import BlendOptions
+from gateway.rag.blending import blend_request, blend_summary
+from gateway.rag.chunked_prompt import ChunkedPrompt
 from gateway.settings import Settings
 
 PROMPT = ChunkedPrompt(list(range(40)), (ChunkSpan(2, 20), ChunkSpan(20, 38)))

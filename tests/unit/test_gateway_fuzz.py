@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from gateway.app import create_app
-from gateway.protocol import ChatCompletionRequest, CompletionRequest
+from gateway.openai.protocol import ChatCompletionRequest, CompletionRequest
 from gateway.settings import Settings
 
 KEY = "fuzz-key"

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from gateway.admission import check_choice_count
 from gateway.app import create_app
-from gateway.errors import APIError
-from gateway.limits import bearer_key_valid, body_limit
-from gateway.metrics import route_label
+from gateway.http.admission import check_choice_count
+from gateway.http.errors import APIError
+from gateway.http.limits import bearer_key_valid, body_limit
+from gateway.http.metrics import route_label
 from gateway.settings import Settings
 
 KEY = "test-key"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from gateway.errors import APIError
-from gateway.prompts import completion_budget
-from gateway.protocol import ChatCompletionRequest, CompletionRequest
+from gateway.http.errors import APIError
+from gateway.openai.protocol import ChatCompletionRequest, CompletionRequest
+from gateway.rag.prompts import completion_budget
 from gateway.settings import Settings
 
 

@@ -12,12 +12,12 @@ import pytest
 from vllm import SamplingParams
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from gateway.errors import APIError
-from gateway.generation import Generation
-from gateway.protocol import CompletionRequest
-from gateway.responses import DONE, PreparedRequest, _events, served_error
+from gateway.http.errors import APIError
+from gateway.http.serving import DONE, PreparedRequest, _events, served_error
+from gateway.http.shutdown import Shutdown, until_deadline
+from gateway.openai.protocol import CompletionRequest
+from gateway.rag.generation import Generation
 from gateway.routes.completions import CompletionFormat
-from gateway.shutdown import Shutdown, until_deadline
 
 
 class Ticker:

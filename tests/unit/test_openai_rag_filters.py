@@ -2,8 +2,8 @@
 
 import pytest
 
-from gateway.errors import APIError
-from gateway.openai_rag.filters import matches, parse_filter
+from gateway.http.errors import APIError
+from gateway.openai.filters import matches, parse_filter
 
 FILE = {"team": "ops", "year": 2021.0, "draft": False, "tag": "b"}
 

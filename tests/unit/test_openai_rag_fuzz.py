@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from openai.types.responses import response_create_params
 
 from gateway.app import create_app
-from gateway.errors import APIError
-from gateway.openai_rag.validation import check_attributes, check_metadata
+from gateway.http.errors import APIError
+from gateway.openai.validation import check_attributes, check_metadata
 from gateway.settings import Settings
 from tests.unit.test_gateway_fuzz import HEADERS, KEY, LOADING, json_value
 

@@ -7,12 +7,12 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from gateway.errors import APIError
-from gateway.generation import Usage
-from gateway.openai_rag.response_build import ResponseBuilder
-from gateway.openai_rag.response_events import EventWriter, closing_events, opening_events
-from gateway.openai_rag.response_request import parse_turn
-from gateway.openai_rag.search import FoundChunk
+from gateway.http.errors import APIError
+from gateway.openai.response_build import ResponseBuilder
+from gateway.openai.response_events import EventWriter, closing_events, opening_events
+from gateway.openai.response_request import parse_turn
+from gateway.openai.search import FoundChunk
+from gateway.rag.generation import Usage
 from retriever.documents import Hit
 from retriever.vector_store_records import StoreFileRecord
 

@@ -13,8 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from gateway.blend_settings import BlendRecipe
-from gateway.chunk_context import NeighbourContext
-from gateway.rag_prompt import chunk_separator
+from gateway.rag.chunk_context import NeighbourContext
+from gateway.rag.chunked_prompt import chunk_separator
 from gateway.settings import Settings
 from retriever.index import VectorIndex
 from retriever.library import Library

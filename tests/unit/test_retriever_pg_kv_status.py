@@ -9,7 +9,7 @@ import logging
 import numpy as np
 
 from engine.contract import BlendStats
-from gateway.kv_status import KVStatusFollower
+from gateway.rag.kv_status import KVStatusFollower
 from retriever.chunking import Chunk
 from retriever.pg_database import PgDatabase
 from retriever.pg_store import PgDocumentStore
@@ -32,7 +32,7 @@ def test_presence_observed_during_an_outage_is_written_after_it(database_url, po
     for number, chunk_id in enumerate(chunk_ids):
         store.mark_chunk_cached(chunk_id, f"key-{number}")
     follower = KVStatusFollower(store)
-    caplog.set_level(logging.WARNING, logger="gateway.kv_status")
+    caplog.set_level(logging.WARNING, logger="gateway.rag.kv_status")
 
     async def scenario() -> None:
         follower.observe(stats((), evicted=("key-0",)))

@@ -8,7 +8,7 @@ import asyncio
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from gateway.errors import install_error_handlers
+from gateway.http.errors import install_error_handlers
 from retriever.pg_database import PgDatabase
 from retriever.pg_store import PgDocumentStore
 from tests.unit import pg_library_parts

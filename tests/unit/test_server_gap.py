@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.protocol import ChatCompletionRequest
+from gateway.openai.protocol import ChatCompletionRequest
 from load_tests.eval.fetch import DEFAULT_CACHE, is_fetched
 from load_tests.eval.metrics import paired_diff_ci95
 from load_tests.eval.prompts import MultiChunkItem

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gateway.library_metrics import LibraryProgressCollector
-from gateway.store_metrics import ChunkStoreCollector, split_stat
+from gateway.http.library_metrics import LibraryProgressCollector
+from gateway.http.store_metrics import ChunkStoreCollector, split_stat
 from retriever.chunking import Chunk
 from retriever.records import DocumentDraft
 from retriever.store import DocumentStore

@@ -1,0 +1,1 @@
+"""The ``ragblend`` command and its thin clients of a running server."""

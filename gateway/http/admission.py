@@ -1,0 +1,34 @@
+"""Bound the work admitted: requests served at once (the rest get 429) and choices per request."""
+
+from __future__ import annotations
+
+from gateway.http.errors import APIError
+
+
+class AdmissionGate:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.active = 0
+
+    def enter(self) -> None:
+        if self.active >= self.limit:
+            raise APIError(
+                429,
+                f"The server is at its limit of {self.limit} concurrent requests; retry shortly.",
+                code="server_overloaded",
+            )
+        self.active += 1
+
+    def leave(self) -> None:
+        self.active -= 1
+
+
+def check_choice_count(prompts: int, n: int, limit: int) -> None:
+    """Refuse a request asking for more than ``limit`` choices (prompts x n) with a 400."""
+    if prompts * n > limit:
+        raise APIError(
+            400,
+            f"This request asks for {prompts * n} choices ({prompts} prompts x n={n}); "
+            f"the limit is {limit}.",
+            param="n" if n > 1 else "prompt",
+        )

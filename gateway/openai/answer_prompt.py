@@ -1,0 +1,54 @@
+"""The prompt of a ``/v1/responses`` turn: the conversation through the chat template, with the
+chunks ``file_search`` found placed as blended documents before the last user message, exactly
+as chat's ``retrieval`` places them (stored token ids, so their cached KV is reused)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.openai.protocol import ChatMessage
+from gateway.openai.response_request import ResponsesTurn
+from gateway.openai.search import FoundChunk
+from gateway.rag.blending import BlendRequest, blend_request
+from gateway.rag.chunked_prompt import chat_with_chunks, stored_chunks
+from gateway.rag.prompts import chat_prompt
+from gateway.state import AppState
+
+
+@dataclass(frozen=True)
+class AnswerPrompt:
+    token_ids: list[int]
+    blend: BlendRequest | None
+    placed: list[FoundChunk] | None
+    """The chunks in the prompt, best first; None without ``file_search``."""
+
+
+def conversation(turn: ResponsesTurn, history: list[dict[str, str]]) -> list[ChatMessage]:
+    """The instructions (this turn's only), the earlier turns, then this turn's input."""
+    system = [] if turn.instructions is None else [{"role": "system", "content": turn.instructions}]
+    return [ChatMessage.model_validate(message) for message in system + history + turn.messages]
+
+
+def answer_prompt(
+    messages: list[ChatMessage], found: list[FoundChunk] | None, state: AppState, room: int
+) -> AnswerPrompt:
+    """The prompt with as many of the best chunks as leave ``room`` tokens to answer in."""
+    tokenizer, engine = state.tokenizer, state.engine
+    assert engine is not None
+    if not found:
+        return AnswerPrompt(chat_prompt(messages, tokenizer), None, found)
+    limit = engine.max_model_len - room
+    placed = list(found)
+    while True:
+        chunks = stored_chunks([chunk.hit.token_ids for chunk in placed], tokenizer)
+        prompt = chat_with_chunks(messages, chunks, tokenizer)
+        if len(prompt.token_ids) <= limit or len(placed) == 1:
+            break
+        placed.pop()
+    blend = blend_request(prompt, None, state.settings, engine.blending, state.neighbour_contexts)
+    return AnswerPrompt(prompt.token_ids, blend, placed)
+
+
+def answer_room(turn: ResponsesTurn, state: AppState) -> int:
+    """Tokens kept free for the answer when chunks are placed."""
+    return turn.max_output_tokens or state.settings.max_tokens_default

@@ -1,0 +1,48 @@
+"""Where a request's chunks come from: sent ``documents``, or retrieval from the library."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.http.errors import APIError
+from gateway.openai.protocol import RetrievalOptions, SamplingFields
+from gateway.rag.chunked_prompt import Chunks, document_chunks, stored_chunks
+from gateway.state import AppState
+
+
+@dataclass(frozen=True)
+class RequestChunks:
+    chunks: Chunks
+    sources: list[dict[str, Any]] | None
+    """What retrieval used (document id, chunk index, score); None for sent documents."""
+    in_context: bool = False
+    """Library chunks precomputed behind their neighbours: the blend recipe for them applies."""
+
+
+async def request_chunks(
+    fields: SamplingFields, query: str, state: AppState
+) -> RequestChunks | None:
+    """The chunks to place before the question, or None for a plain request."""
+    if fields.documents is not None:
+        return RequestChunks(document_chunks(fields.documents, state.tokenizer), None)
+    options = fields.retrieval
+    if options is None and state.settings.retrieval_by_default and state.library is not None:
+        options = RetrievalOptions(top_k=state.settings.retrieval_top_k)
+    if options is None:
+        return None
+    if state.library is None:
+        raise APIError(503, "Retrieval is unavailable: the document library did not load.")
+    try:
+        hits = await asyncio.to_thread(
+            state.library.search, query, options.top_k, options.min_score, options.document_ids
+        )
+    except ValueError as exc:
+        raise APIError(400, f"Retrieval needs a question: {exc}.", param="retrieval") from exc
+    sources = [
+        {"document_id": hit.document_id, "chunk_index": hit.chunk_index, "score": hit.score}
+        for hit in hits
+    ]
+    chunks = stored_chunks([hit.token_ids for hit in hits], state.tokenizer)
+    return RequestChunks(chunks, sources, state.neighbour_contexts)

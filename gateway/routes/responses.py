@@ -1,0 +1,146 @@
+"""``/v1/responses``: OpenAI's Responses API for text, with the ``file_search`` tool.
+
+``file_search`` searches the named vector stores for the last user message and places the chunks
+found as blended documents (their cached KV reused at any position, as chat's ``retrieval``
+does); the answer cites their files. ``store`` (default true) keeps the response for
+``GET /v1/responses/{id}`` and for a later turn's ``previous_response_id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from functools import partial
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response, StreamingResponse
+from pydantic import ValidationError
+
+from gateway.http.errors import APIError
+from gateway.http.serving import PreparedRequest, json_response, start_generation
+from gateway.openai.answer_prompt import answer_prompt, answer_room, conversation
+from gateway.openai.deps import JSONBody, RagState, objects_of
+from gateway.openai.protocol import SamplingFields
+from gateway.openai.response_build import ResponseBuilder
+from gateway.openai.response_events import response_events
+from gateway.openai.response_request import ResponsesTurn, parse_turn
+from gateway.openai.search import FoundChunk, StoreSearch, search_stores
+from gateway.openai.validation import invalid
+from gateway.state import AppState, CurrentState, authorized, check_model, ready_state
+from retriever.rag_objects import RagObjects
+from retriever.response_store import StoredResponse
+
+router = APIRouter(dependencies=[Depends(authorized)])
+
+
+@router.post("/v1/responses", response_model=None)
+async def create_response(request: Request, state: CurrentState, body: JSONBody) -> Response:
+    """The request's own checks come first: a bad request is a 400 even while the model loads."""
+    arrived = time.perf_counter()
+    turn = parse_turn(body, state.settings.retrieval_top_k)
+    check_model(turn.model, state)
+    fields = _sampling(turn)
+    ready_state(request)
+    history = await _history(state, turn)
+    found = None if turn.file_search is None else await _search(state, turn)
+    prompt = answer_prompt(conversation(turn, history), found, state, answer_room(turn, state))
+    builder = ResponseBuilder(turn, prompt.placed)
+    prepared = PreparedRequest(fields, [prompt.token_ids], prompt.blend, None, arrived)
+    started = start_generation(request, state, prepared)
+    keep = partial(_keep, state, turn, history)
+    if turn.stream:
+        events = response_events(builder, started, state.shutdown.deadline, keep)
+        return StreamingResponse(
+            events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+    response = await json_response(request, state, started, prepared, builder)
+    if builder.final is not None:
+        await keep(builder.final)
+    return response
+
+
+def _sampling(turn: ResponsesTurn) -> SamplingFields:
+    given = {
+        "temperature": turn.temperature,
+        "top_p": turn.top_p,
+        "max_tokens": turn.max_output_tokens,
+    }
+    try:
+        return SamplingFields.model_validate(
+            {
+                "model": turn.model,
+                "stream": turn.stream,
+                **{key: value for key, value in given.items() if value is not None},
+            }
+        )
+    except ValidationError as exc:
+        raise invalid(exc) from None
+
+
+async def _history(state: AppState, turn: ResponsesTurn) -> list[dict[str, str]]:
+    """The conversation up to ``previous_response_id``; empty without one."""
+    if turn.previous_response_id is None:
+        return []
+    stored = await asyncio.to_thread(_objects(state).responses.get, turn.previous_response_id)
+    if stored is None:
+        raise APIError(
+            404,
+            f"No stored response '{turn.previous_response_id}'.",
+            param="previous_response_id",
+            code="not_found",
+        )
+    return stored.conversation
+
+
+async def _search(state: AppState, turn: ResponsesTurn) -> list[FoundChunk]:
+    tool = turn.file_search
+    assert tool is not None
+    if not turn.question.strip():
+        raise APIError(400, "file_search needs a user message to search for.", param="input")
+    library = state.library
+    if library is None:
+        raise APIError(503, "The document library is unavailable; see the server log.")
+    search = StoreSearch(
+        tool.store_ids, [turn.question], tool.max_results, tool.condition, tool.score_threshold
+    )
+    return await asyncio.to_thread(search_stores, _objects(state), library, search)
+
+
+async def _keep(
+    state: AppState, turn: ResponsesTurn, history: list[dict[str, str]], final: dict[str, Any]
+) -> None:
+    """Store the finished response and its conversation, unless ``store`` is false."""
+    if not turn.store or state.rag_objects is None:
+        return
+    answer = final["output"][-1]["content"][0]["text"]
+    turns = [*history, *turn.messages, {"role": "assistant", "content": answer}]
+    stored = StoredResponse(final["id"], final, turns)
+    await asyncio.to_thread(state.rag_objects.responses.save, stored)
+
+
+def _objects(state: AppState) -> RagObjects:
+    if state.rag_objects is None:
+        raise APIError(503, "Stored responses and vector stores are unavailable; see the log.")
+    return state.rag_objects
+
+
+@router.get("/v1/responses/{response_id}")
+async def retrieve_response(response_id: str, state: RagState) -> dict[str, Any]:
+    stored = await asyncio.to_thread(objects_of(state).responses.get, response_id)
+    if stored is None:
+        raise _not_found(response_id)
+    return stored.body
+
+
+@router.delete("/v1/responses/{response_id}")
+async def delete_response(response_id: str, state: RagState) -> dict[str, Any]:
+    if not await asyncio.to_thread(objects_of(state).responses.delete, response_id):
+        raise _not_found(response_id)
+    return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+
+def _not_found(response_id: str) -> APIError:
+    return APIError(
+        404, f"No stored response '{response_id}'.", param="response_id", code="not_found"
+    )
