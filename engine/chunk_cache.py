@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from engine.contract import BlendPlan, BlendStats, ChunkSpan, eviction_params, stats_in
+from engine.contract import BlendPlan, BlendStats, ChunkSpan, Recipe, eviction_params
 from engine.runtime import Engine
 
 
@@ -64,11 +64,13 @@ class ChunkCache:
             raise ValueError("precomputing behind context needs neutral passages in the prefix")
         span = ChunkSpan(len(behind), len(behind) + len(chunk))
         plan = BlendPlan(
-            "blend", 1.0, (span,), store_behind_context=context is not None, replace_stored=replace
+            Recipe("blend", 1.0),
+            (span,),
+            store_behind_context=context is not None,
+            replace_stored=replace,
         )
-        transfer = plan.to_params()
         prompt = [*behind, *chunk, self.prefix[-1]]
-        return await self._run("precompute", prompt, transfer)
+        return await self._run("precompute", prompt, plan=plan)
 
     async def evict(self, chunks: list[list[int]]) -> None:
         """Delete the stored KV of ``chunks`` from every tier."""
@@ -76,16 +78,23 @@ class ChunkCache:
             await self._run("evict", [*self.prefix, self.prefix[-1]], eviction_params(chunks))
 
     async def _run(
-        self, kind: str, prompt: list[int], transfer: dict[str, Any]
+        self,
+        kind: str,
+        prompt: list[int],
+        transfer: dict[str, Any] | None = None,
+        plan: BlendPlan | None = None,
     ) -> BlendStats | None:
+        """One single-token request; its own cache salt keeps vLLM's prefix cache from
+        answering for the connector."""
         from vllm import SamplingParams
 
         request_id = f"{kind}-{uuid.uuid4().hex}"
-        params = SamplingParams(
-            max_tokens=1, temperature=0, extra_args={"kv_transfer_params": transfer}
+        extra = None if transfer is None else {"kv_transfer_params": transfer}
+        params = SamplingParams(max_tokens=1, temperature=0, extra_args=extra)
+        reported: list[BlendStats] = []
+        outputs = self.engine.generate(
+            request_id, prompt, params, plan, reported.append, cache_salt=request_id
         )
-        stats = None
-        async for output in self.engine.generate(request_id, prompt, params, request_id):
-            if output.finished:
-                stats = stats_in(output.kv_transfer_params)
-        return stats
+        async for _ in outputs:
+            pass
+        return reported[-1] if reported else None

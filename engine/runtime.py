@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import uuid
@@ -10,8 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.contract import BlendSettings, BlendStats
-from engine.front_stats import FrontStats
+from engine.connector.stats import StatsInbox
+from engine.contract import BlendPlan, BlendSettings, BlendStats
 from engine.platform import Device, prepare_environment
 
 if TYPE_CHECKING:
@@ -100,13 +101,13 @@ class Engine:
         self.stats_listener: Callable[[BlendStats], None] | None = None
         """Called (on the event loop) with the statistics of every blended request as it ends."""
         kv_transfer_config = None
-        self._front_stats: FrontStats | None = None
+        self._stats_inbox: StatsInbox | None = None
         if options.blend is not None:
             reason = blending_unsupported_reason(options.model_dir)
             if reason is None:
                 blend = replace(options.blend, stats_channel=uuid.uuid4().hex)
                 kv_transfer_config = _connector_config(blend)
-                self._front_stats = FrontStats(blend.stats_channel)
+                self._stats_inbox = StatsInbox(blend.stats_channel)
             else:
                 log.warning("blending off, every request is a full prefill: %s", reason)
                 self.blending = False
@@ -147,27 +148,45 @@ class Engine:
         request_id: str,
         prompt_token_ids: list[int],
         params: SamplingParams,
+        plan: BlendPlan | None = None,
+        on_stats: Callable[[BlendStats], None] | None = None,
         cache_salt: str | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Yield vLLM ``RequestOutput`` deltas; closing the iterator aborts the request.
 
-        A ``cache_salt`` keeps approximate (blended) KV out of the prefix cache that exact
-        requests share.
+        ``plan`` rides to the connector with ``request_id`` as its ``stats_id``; when the request
+        finishes, ``on_stats`` (then ``stats_listener``) is called with the worker's statistics,
+        before the last output is yielded, if the worker blended it. The plan's recipe salts
+        vLLM's prefix cache, so approximate (blended) KV never reaches exact requests; an
+        explicit ``cache_salt`` replaces that salt.
         """
         from vllm.inputs import TokensPrompt
 
         prompt = TokensPrompt(prompt_token_ids=prompt_token_ids)
+        inbox = self._stats_inbox if self.blending else None
+        if plan is not None and inbox is not None:
+            transfer = replace(plan, stats_id=request_id).to_params()
+            if transfer:
+                params = copy.copy(params)  # shared by a request's prompts; only this changes
+                params.extra_args = {**(params.extra_args or {}), "kv_transfer_params": transfer}
+            cache_salt = cache_salt or plan.cache_salt
+            inbox.watch()
         if cache_salt is not None:
             prompt["cache_salt"] = cache_salt
-        front = self._front_stats
-        if front is not None:
-            params = front.tag(params, request_id)
         async for output in self._llm.generate(prompt, params, request_id=request_id):
-            if output.finished and front is not None:
-                stats = front.settle(output, request_id)
-                if stats is not None and self.stats_listener is not None:
-                    self.stats_listener(stats)
+            if output.finished and plan is not None and inbox is not None:
+                self._report(inbox.collect(request_id), on_stats)
             yield output
+
+    def _report(
+        self, stats: BlendStats | None, on_stats: Callable[[BlendStats], None] | None
+    ) -> None:
+        if stats is None:
+            return
+        if on_stats is not None:
+            on_stats(stats)
+        if self.stats_listener is not None:
+            self.stats_listener(stats)
 
     async def start_profile(self, name: str) -> None:
         """Start tracing the engine core (needs ``profile_dir``); its trace file names begin
@@ -180,8 +199,8 @@ class Engine:
 
     def shutdown(self) -> None:
         self._llm.shutdown()
-        if self._front_stats is not None:
-            self._front_stats.close()
+        if self._stats_inbox is not None:
+            self._stats_inbox.close()
 
 
 def _profiler_config(profile_dir: Path | None) -> object:

@@ -8,7 +8,6 @@ takes the recipe of its chunks' context, and its own ``blend`` options over eith
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -21,19 +20,11 @@ from engine.contract import (
     DEFAULT_MODE,
     DEFAULT_QUESTION_POOL,
     DEFAULT_RECOMPUTE_RATIO,
-    CheckLayers,
     Metric,
     Mode,
+    Recipe,
     parse_check_layers,
 )
-
-
-@dataclass(frozen=True)
-class BlendRecipe:
-    """A request's default ratio and selection metric."""
-
-    recompute_ratio: float
-    metric: Metric
 
 
 class BlendServerSettings(BaseSettings):
@@ -126,11 +117,18 @@ class BlendServerSettings(BaseSettings):
             self.chunk_context = "passages"
         return self
 
-    def blend_recipe(self, in_context: bool) -> BlendRecipe:
-        """The defaults of a request whose chunks all stand in neighbour contexts, or not."""
+    def blend_recipe(self, in_context: bool) -> Recipe:
+        """The server's recipe for a request whose chunks all stand in neighbour contexts
+        (``in_context``), or not; ``Recipe.choose`` lays a request's own options over it."""
+        ratio, metric = self.blend_recompute_ratio, self.blend_metric
         if in_context:
-            return BlendRecipe(self.blend_in_context_ratio, self.blend_in_context_metric)
-        return BlendRecipe(self.blend_recompute_ratio, self.blend_metric)
-
-    def check_layer_schedule(self) -> CheckLayers:
-        return parse_check_layers(self.blend_check_layers)
+            ratio, metric = self.blend_in_context_ratio, self.blend_in_context_metric
+        return Recipe(
+            self.blend_mode,
+            ratio,
+            metric,
+            parse_check_layers(self.blend_check_layers),
+            self.blend_chunk_head_tokens,
+            question_pool=self.blend_question_pool,
+            budget_mass=self.blend_budget_mass,
+        )

@@ -46,15 +46,18 @@ def mode_spec(mode: str) -> ModeSpec:
     return parse_mode_spec("full" if mode == "prefix" else mode)
 
 
-def first_token_params(prompt: Any, mode: str) -> Any:
-    """vLLM sampling parameters for one greedy token of ``prompt``, blended as ``mode`` says."""
+def first_token(engine: Any, prompt: Any, mode: str, salt: str | None, on_stats: Any) -> Any:
+    """The engine's stream of one greedy token of ``prompt``, blended as ``mode`` says (over
+    the default recipe) under cache ``salt`` (None: vLLM's shared prefix cache); ``on_stats``
+    gets the worker's statistics."""
     from vllm import SamplingParams
 
-    from engine.contract import BlendPlan
+    from engine.contract import BlendPlan, Recipe
 
-    spec = mode_spec(mode)
-    extra = BlendPlan(spec.mode, spec.ratio, prompt.spans, spec.overrides).extra_args()
-    return SamplingParams(max_tokens=1, temperature=0, extra_args=extra)
+    plan = BlendPlan(mode_spec(mode).recipe(Recipe()), prompt.spans)
+    params = SamplingParams(max_tokens=1, temperature=0)
+    request_id = salt or "bench"
+    return engine.generate(request_id, prompt.token_ids, params, plan, on_stats, cache_salt=salt)
 
 
 async def time_to_first_token(
@@ -62,15 +65,15 @@ async def time_to_first_token(
 ) -> tuple[float, dict[str, int]]:
     """Seconds until ``engine`` streams the first token of ``prompt`` in ``mode``, and the chunk
     store's counters the worker reported with it (empty when nothing was blended)."""
-    from engine.contract import stats_in
+    from engine.contract import BlendStats
 
-    params = first_token_params(prompt, mode)
+    reported: list[BlendStats] = []
     started = time.perf_counter()
-    async for output in engine.generate(salt or "bench", prompt.token_ids, params, salt):
+    async for output in first_token(engine, prompt, mode, salt, reported.append):
         elapsed = time.perf_counter() - started
-        stats = stats_in(output.kv_transfer_params) if output.finished else None
-        return elapsed, {} if stats is None else stats.store
-    raise RuntimeError("the engine streamed no token")
+        if output.finished:
+            return elapsed, reported[-1].store if reported else {}
+    raise RuntimeError("the engine finished no output")
 
 
 async def _phase(args: argparse.Namespace, name: str, workdir: Path) -> dict[str, Any]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from engine.contract import Recipe
 
 if TYPE_CHECKING:
     from gateway.rag.chunked_prompt import PrefixKind
@@ -15,6 +17,8 @@ class BenchEngine:
     engine: Any
     tokenizer: Any
     prefix: list[int]
+    recipe: Recipe
+    """What a mode spec's choices go over (``ModeSpec.recipe``): the engine's defaults."""
 
 
 def start_engine(
@@ -26,9 +30,11 @@ def start_engine(
     prefix_kind: PrefixKind = "plain",
     kv_cache_gib: float = 4,
     profile_dir: Path | None = None,
-    **blend_overrides: Any,
+    recipe: Recipe | None = None,
+    **blend_settings: Any,
 ) -> BenchEngine:
-    """Provision ``model`` if needed and start it with a chunk store under ``workdir``."""
+    """Provision ``model`` if needed and start it with a chunk store under ``workdir``;
+    ``recipe`` (default: ``Recipe()``) is what the run's mode specs choose over."""
     from transformers import AutoTokenizer
 
     from engine.contract import BlendSettings
@@ -46,6 +52,7 @@ def start_engine(
         memory_bytes=memory_bytes,
         disk_bytes=None,
         chunk_prefix=tuple(prefix),
+        **blend_settings,
     )
     options = EngineOptions(
         model_dir=model_dir,
@@ -57,7 +64,7 @@ def start_engine(
         gpu_memory_utilization=0.85,
         enable_prefix_caching=True,
         max_num_seqs=4,
-        blend=replace(blend, **blend_overrides),
+        blend=blend,
         profile_dir=profile_dir,
     )
-    return BenchEngine(Engine(options), tokenizer, prefix)
+    return BenchEngine(Engine(options), tokenizer, prefix, recipe or Recipe())

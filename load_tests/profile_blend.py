@@ -21,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from load_tests.bench_blend import first_token_params, parse_modes
+from load_tests.bench_blend import first_token, parse_modes
 from load_tests.bench_sweep import QUESTION_MARGIN_TOKENS
 from load_tests.report import output_path
 
@@ -75,13 +75,12 @@ def read_trace(directory: Path, name: str) -> list[dict[str, Any]]:
 
 async def _serve(engine: Any, prompt: Any, mode: str, salt: str) -> int:
     """Serve ``prompt`` to its first token; the tokens computed (the blend's recomputed ones)."""
-    from engine.contract import stats_in
+    from engine.contract import BlendStats
 
-    params = first_token_params(prompt, mode)
-    async for output in engine.generate(salt, prompt.token_ids, params, salt):
+    reported: list[BlendStats] = []
+    async for output in first_token(engine, prompt, mode, salt, reported.append):
         if output.finished:
-            stats = stats_in(output.kv_transfer_params)
-            return len(prompt.token_ids) if stats is None else stats.recomputed_tokens
+            return reported[-1].recomputed_tokens if reported else len(prompt.token_ids)
     raise RuntimeError("the engine finished no output")
 
 

@@ -20,16 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from engine.blend.select import HeadSum, kv_deviation, question_attention, select_top
-from engine.contract import Metric
-
-if TYPE_CHECKING:
-    from engine.blend.fuse import Selection
+from engine.contract import Metric, Recipe
 
 _NO_ROWS = torch.empty(0, dtype=torch.long)
 
@@ -83,21 +79,21 @@ def mass_count(scores: Tensor, mass: float) -> int:
     return int(reached[0]) + 1 if reached.numel() else scores.numel()
 
 
-def rows_to_keep(layer: CheckLayer, is_cached: Tensor, keep: int, selection: Selection) -> Tensor:
+def rows_to_keep(layer: CheckLayer, is_cached: Tensor, keep: int, recipe: Recipe) -> Tensor:
     """Rows of ``layer.active`` that go on: every uncached one, and at most ``keep`` cached ones
-    picked by the selection's strategy (sorted row indices)."""
+    picked by the recipe's strategy (sorted row indices)."""
     candidates = is_cached.nonzero().flatten()
     forced = (~is_cached).nonzero().flatten()
-    if selection.metric == "qv":
-        pool = math.ceil(selection.question_pool * keep)
+    if recipe.metric == "qv":
+        pool = math.ceil(recipe.question_pool * keep)
         if pool < candidates.numel():
             candidates = select_top(layer.question_attention(), candidates, pool, _NO_ROWS)
-        scores = layer.deviation("v", selection.normalize)
-    elif selection.metric == "attn":
+        scores = layer.deviation("v", recipe.normalize)
+    elif recipe.metric == "attn":
         scores = layer.question_attention()
     else:
-        scores = layer.deviation(selection.metric, selection.normalize)
+        scores = layer.deviation(recipe.metric, recipe.normalize)
     scores = scores.float()
-    if selection.budget_mass < 1:
-        keep = min(keep, mass_count(scores[candidates], selection.budget_mass))
+    if recipe.budget_mass < 1:
+        keep = min(keep, mass_count(scores[candidates], recipe.budget_mass))
     return select_top(scores, candidates, keep, forced)

@@ -10,88 +10,26 @@ exact causal mask.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from engine.blend.attention import selective_attention
 from engine.blend.check import CheckLayer, rows_to_keep
+from engine.blend.decoder import CachedChunk, DecoderAdapter
 from engine.blend.probe import probe_question, replayable
 from engine.blend.rope import RopeSpec, Rotation, rotate, rotation
 from engine.blend.select import (
-    GradualSchedule,
     HeadSum,
     fraction_count,
+    gradual_schedule,
     keep_count,
     local_heads_only,
     select_top,
 )
-from engine.contract import (
-    DEFAULT_BUDGET_MASS,
-    DEFAULT_CHECK_LAYERS,
-    DEFAULT_METRIC,
-    DEFAULT_QUESTION_POOL,
-    QUESTION_METRICS,
-    CheckLayers,
-    Metric,
-)
-
-
-class DecoderAdapter(Protocol):
-    """The few module calls a blended prefill needs from a decoder-only model."""
-
-    num_layers: int
-    num_kv_heads: int
-    head_dim: int
-    scale: float
-
-    def embed(self, token_ids: Tensor) -> Tensor: ...
-
-    def qkv(
-        self, layer: int, hidden: Tensor, residual: Tensor | None, positions: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Pre-attention half of a layer: (q [n,H,D], k [n,KV,D], v [n,KV,D], residual)."""
-        ...
-
-    def finish(self, layer: int, attention: Tensor, residual: Tensor) -> tuple[Tensor, Tensor]:
-        """Post-attention half: o_proj, residual add, norm, MLP -> (hidden, residual)."""
-        ...
-
-
-@dataclass
-class CachedChunk:
-    """A stored chunk placed at [start, end) of the prompt; it was computed at `source_start`."""
-
-    start: int
-    end: int
-    source_start: int
-    layers: Iterator[tuple[Tensor, Tensor]]
-
-
-@dataclass(frozen=True)
-class Selection:
-    """How many chunk tokens to recompute: a ratio shaped over check layers by multipliers."""
-
-    ratio: float
-    check_layers: CheckLayers = DEFAULT_CHECK_LAYERS
-    metric: Metric = DEFAULT_METRIC
-    normalize: bool = False
-    chunk_head_tokens: int = 0
-    """Leading tokens of every chunk always recomputed: alone, they sat right after the fixed
-    prefix, where attention behaves differently (attention sinks), so their cache fits least."""
-    question_pool: float = DEFAULT_QUESTION_POOL
-    """"qv": the question's relevance pool, in multiples of what a check layer keeps."""
-    budget_mass: float = DEFAULT_BUDGET_MASS
-    """Below 1: a check layer keeps only the tokens holding this share of the total score."""
-
-    def schedule(self) -> GradualSchedule | None:
-        if self.ratio <= 0 or self.ratio >= 1:
-            return None
-        points = tuple((layer, min(1.0, self.ratio * scale)) for layer, scale in self.check_layers)
-        return GradualSchedule(points)
+from engine.contract import QUESTION_METRICS, Recipe
 
 
 @dataclass(frozen=True)
@@ -126,7 +64,7 @@ def blend_prefill(
     token_ids: Tensor,
     chunks: list[CachedChunk],
     rope: RopeSpec | None,
-    selection: Selection,
+    recipe: Recipe,
     sink: LayerSink,
     attend: Attend | None = None,
     question_start: int | None = None,
@@ -155,7 +93,7 @@ def blend_prefill(
     in_chunks = torch.zeros_like(cached)
     for chunk in chunks:
         in_chunks[chunk.start : chunk.end] = True
-        cached[chunk.start + selection.chunk_head_tokens : chunk.end] = True
+        cached[chunk.start + recipe.chunk_head_tokens : chunk.end] = True
     in_chunks[:settled] = False
     if cached[settled:].all():
         cached[-1] = False  # one exact token keeps every layer's active set non-empty
@@ -164,15 +102,15 @@ def blend_prefill(
     chunk_tokens, head_tokens = int(in_chunks.sum()), int((in_chunks & ~cached).sum())
     if question_start is None:
         question_start = max((chunk.end for chunk in chunks), default=0)
-    schedule = selection.schedule()
-    if selection.metric in QUESTION_METRICS and question_start >= num_tokens:
+    schedule = gradual_schedule(recipe.ratio, recipe.check_layers)
+    if recipe.metric in QUESTION_METRICS and question_start >= num_tokens:
         # nothing after the chunks is blended here, so no question to ask
-        selection = replace(selection, metric="v")
-    active = forced if selection.ratio <= 0 else positions
+        recipe = replace(recipe, metric="v")
+    active = forced if recipe.ratio <= 0 else positions
     move = _chunk_rotation(chunks, rope, device)
-    if selection.metric == "probe" and schedule is not None:
-        keep = max(0, fraction_count(selection.ratio, chunk_tokens) - head_tokens)
-        probe_layer = selection.check_layers[0][0] if selection.check_layers else 1
+    if recipe.metric == "probe" and schedule is not None:
+        keep = max(0, fraction_count(recipe.ratio, chunk_tokens) - head_tokens)
+        probe_layer = recipe.check_layers[0][0] if recipe.check_layers else 1
         chunks, active = _choose_by_probe(
             model, token_ids, chunks, move, forced, cached, keep, question_start, probe_layer,
             sum_heads
@@ -193,7 +131,7 @@ def blend_prefill(
                 q, active, (k_fresh, v_fresh), (k_cached[active], v_cached[active]),
                 k_fused, question_start, model.scale, sum_heads
             )  # fmt: skip
-            rows = rows_to_keep(check, cached[active], max(0, keep - head_tokens), selection)
+            rows = rows_to_keep(check, cached[active], max(0, keep - head_tokens), recipe)
             q, residual, active = q[rows], residual[rows], active[rows]
 
         sink(layer, k_fused, v_fused)

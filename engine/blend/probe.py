@@ -24,7 +24,7 @@ from engine.blend.attention import selective_attention
 from engine.blend.select import HeadSum, question_attention
 
 if TYPE_CHECKING:
-    from engine.blend.fuse import CachedChunk, DecoderAdapter
+    from engine.blend.decoder import CachedChunk, DecoderAdapter
 
 CachedLayer = Callable[[list["CachedChunk"], Tensor], tuple[Tensor, Tensor]]
 """(chunks, fresh keys like) -> every position's cached K and V of the chunks' next layer."""

@@ -17,7 +17,7 @@ from itertools import pairwise
 import torch
 from torch import Tensor
 
-from engine.contract import DEVIATION_METRICS, Metric
+from engine.contract import DEVIATION_METRICS, CheckLayers, Metric
 
 _EPS = 1e-6
 
@@ -160,6 +160,14 @@ class GradualSchedule:
                 raise ValueError(f"check layers must increase strictly: {layer_a}, {layer_b}")
             if frac_b > frac_a:
                 raise ValueError(f"keep fractions must not increase: {frac_a}, {frac_b}")
+
+
+def gradual_schedule(ratio: float, check_layers: CheckLayers) -> GradualSchedule | None:
+    """The schedule of a ratio shaped over check layers by multiples; None when every token or
+    none is recomputed (nothing to narrow)."""
+    if ratio <= 0 or ratio >= 1:
+        return None
+    return GradualSchedule(tuple((layer, min(1.0, ratio * scale)) for layer, scale in check_layers))
 
 
 def keep_count(schedule: GradualSchedule, layer: int, num_candidates: int) -> int | None:

@@ -3,8 +3,8 @@
 vLLM loads this class by module path (``kv_connector_module_path``) in two roles. The scheduler
 instance claims each blended request's chunk region as externally computed; the worker instance
 fills those paged-cache slots with fused KV before the forward pass, so vLLM only computes the
-rest of the prompt (the question) and decodes as usual. Per-request statistics flow back
-worker -> scheduler (:mod:`engine.connector.stats`) -> ``RequestOutput.kv_transfer_params``.
+rest of the prompt (the question) and decodes as usual. Per-request statistics go from the
+worker straight to the front end that submitted the request (:mod:`engine.connector.stats`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 
 from engine.connector.metadata import BlendConnectorMetadata
 from engine.connector.scheduler import BlendScheduler
-from engine.connector.stats import StatsInbox
 from engine.connector.worker import BlendWorker
 from engine.contract import BlendSettings
 
@@ -47,7 +46,7 @@ class RagblendConnector(KVConnectorBase_V1):
         extra = self._kv_transfer_config.kv_connector_extra_config
         settings = BlendSettings.from_extra_config(extra)
         if role == KVConnectorRole.SCHEDULER:
-            self._scheduler = BlendScheduler(StatsInbox(settings.stats_channel), settings.metric)
+            self._scheduler = BlendScheduler()
         else:
             self._worker = BlendWorker(settings, vllm_config.cache_config.block_size)
 
@@ -91,12 +90,10 @@ class RagblendConnector(KVConnectorBase_V1):
         return
 
     def shutdown(self) -> None:
-        """Either side, once when the engine stops: flushes pending disk writes, closes the
-        statistics channel."""
+        """Either side, once when the engine stops: the worker flushes pending disk writes and
+        closes its end of the statistics channel."""
         if self._worker is not None:
             self._worker.close()
-        if self._scheduler is not None:
-            self._scheduler.close()
 
     # Scheduler side
 
@@ -131,7 +128,9 @@ class RagblendConnector(KVConnectorBase_V1):
     def request_finished(
         self, request: Request, block_ids: list[int]
     ) -> tuple[bool, dict[str, Any] | None]:
-        """Scheduler, when a request finishes or is aborted: frees nothing asynchronously (False)
-        and returns the worker's statistics as ``kv_transfer_params`` for the client."""
+        """Scheduler, when a request finishes or is aborted: forgets its claim; frees nothing
+        asynchronously (False) and returns nothing to the client (the worker reported the
+        request's statistics to the front end already)."""
         assert self._scheduler is not None
-        return False, self._scheduler.finished(request)
+        self._scheduler.finished(request)
+        return False, None

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from engine.blend.fuse import CachedChunk
+from engine.blend.decoder import CachedChunk
 from engine.connector.metadata import BlendJob
 from engine.connector.ranks import RankGroup
 from engine.kvstore.codec import CorruptEntry

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from engine.connector.metadata import BlendConnectorMetadata, BlendJob
-from engine.connector.stats import StatsInbox
-from engine.contract import BlendPlan, Metric, evictions_in, stats_params
+from engine.contract import BlendPlan, evictions_in
 
 if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
@@ -18,23 +17,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Claim:
-    plan: BlendPlan
-    token_ids: list[int]
-    num_local_cached: int
-    claim_end: int
-
-
 class BlendScheduler:
     """Runs in the engine core's scheduler thread; never raises on a request's contents."""
 
-    def __init__(self, inbox: StatsInbox, default_metric: Metric) -> None:
-        self._default_metric = default_metric
-        self._claims: dict[str, _Claim] = {}
+    def __init__(self) -> None:
+        self._claims: dict[str, BlendJob] = {}
+        """Claimed requests, as jobs still without their blocks."""
         self._ready: set[str] = set()
         self._evictions: list[list[int]] = []
-        self._inbox = inbox
 
     def note_new_request(self, request: Request) -> None:
         try:
@@ -51,11 +41,12 @@ class BlendScheduler:
             return 0
         if plan is None:
             return 0
-        claim_end = plan.claim_end(request.num_prompt_tokens, self._default_metric)
+        claim_end = plan.claim_end(request.num_prompt_tokens)
         if claim_end <= num_computed_tokens:
             return 0
         token_ids = list(request.prompt_token_ids or [])[:claim_end]
-        self._claims[request.request_id] = _Claim(plan, token_ids, num_computed_tokens, claim_end)
+        job = BlendJob(request.request_id, plan, token_ids, num_computed_tokens, claim_end)
+        self._claims[request.request_id] = job
         return claim_end - num_computed_tokens
 
     def after_alloc(self, request: Request, blocks: KVCacheBlocks, num_external: int) -> None:
@@ -72,29 +63,14 @@ class BlendScheduler:
             new_blocks = cached.new_block_ids[index]
             if req_id in cached.resumed_req_ids and new_blocks is not None:
                 block_ids[req_id] = new_blocks[0]
-        self._inbox.drain()
         metadata = BlendConnectorMetadata(evictions=self._evictions)
         self._evictions = []
         for req_id in self._ready & block_ids.keys():
-            claim = self._claims.pop(req_id)
-            metadata.jobs.append(
-                BlendJob(
-                    request_id=req_id,
-                    token_ids=claim.token_ids,
-                    block_ids=list(block_ids[req_id]),
-                    num_local_cached=claim.num_local_cached,
-                    claim_end=claim.claim_end,
-                    plan=claim.plan,
-                )
-            )
+            job = self._claims.pop(req_id)
+            metadata.jobs.append(replace(job, block_ids=list(block_ids[req_id])))
         self._ready -= block_ids.keys()
         return metadata
 
-    def close(self) -> None:
-        self._inbox.close()
-
-    def finished(self, request: Request) -> dict[str, Any] | None:
+    def finished(self, request: Request) -> None:
         self._claims.pop(request.request_id, None)
         self._ready.discard(request.request_id)
-        stats = self._inbox.collect(request.request_id)
-        return None if stats is None else stats_params(stats)

@@ -1,19 +1,21 @@
-"""Per-request blend statistics, handed from the worker to the scheduler over a datagram socket.
+"""Per-request blend statistics, handed from the worker to the front end over a datagram socket.
 
-The worker posts a request's statistics before the forward pass that first computes it; the
-scheduler collects them when the request finishes. vLLM's own worker -> scheduler channel
-delivers them only after requests finishing in that same step were already reported, so a
-one-token answer would lose them. The worker also posts them to the front end (the process
-calling ``Engine.generate``, under the id it knows the request by): vLLM's front end ends a
-request on a stop string itself and aborts it in the engine, so the finished output carries
-no statistics from the scheduler. The socket lives in Linux's abstract namespace under a name
-unique to one engine start: it exists exactly as long as the scheduler holds it, and no other
-process can remove it (files could be, by a second server pointed at the same data dir).
-Nothing here raises into the engine: a lost message is a request without statistics, logged.
+The one way back: the worker posts a request's statistics, under the id the front end gave the
+request (the plan's ``stats_id``), before the forward pass that first computes it, so they are
+waiting when the request's first output reaches the front end. They cannot ride vLLM's own
+outputs: a request that ends on a stop string is finished by vLLM's front end itself and
+aborted in the engine, and vLLM's worker -> scheduler channel reports a step's statistics only
+after the requests finishing in that step. The front end reads the socket whenever it becomes
+readable (``watch``) and hands a request its statistics when it finishes (``collect``). The
+socket lives in Linux's abstract namespace under a name unique to one engine start: it exists
+exactly as long as the front end holds it, and no other process can remove it (files could be,
+by a second server pointed at the same data dir). Nothing here raises into the engine: a lost
+message is a request without statistics, logged.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -22,8 +24,12 @@ from engine.contract import BlendStats
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 * 1024
+RECEIVE_BUFFER_BYTES = 4 * 1024 * 1024
+SEND_TIMEOUT_S = 0.05
+"""How long a post may wait for the front end to make room: Linux queues only
+``net.unix.max_dgram_qlen`` (often 10) datagrams, fewer than one step's jobs can post."""
 MAX_UNCOLLECTED = 4096
-"""Statistics of requests that never finish (should not happen) are dropped past this many."""
+"""Statistics of requests that never finish (aborted early) are dropped past this many."""
 
 
 def _address(channel: str) -> str:
@@ -32,31 +38,38 @@ def _address(channel: str) -> str:
     return f"\0ragblend-stats-{channel}"
 
 
-def front_channel(channel: str) -> str:
-    """The front end's channel next to the scheduler's ``channel``."""
-    return f"{channel}-front"
-
-
 class StatsInbox:
-    """Receiving side (the scheduler, or the front end on its own channel): owns the socket;
-    ``collect`` is called when a request finishes."""
+    """The front end's side: owns the socket; ``collect`` is called when a request finishes."""
 
     def __init__(self, channel: str) -> None:
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
         self._socket.bind(_address(channel))
         self._socket.setblocking(False)
         self._received: dict[str, BlendStats] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def watch(self) -> None:
+        """Drain the socket from the running event loop whenever a message arrives, so a burst
+        of requests never fills it; called on every submission, cheap once watching."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._socket.fileno())
+        loop.add_reader(self._socket.fileno(), self.drain)
+        self._loop = loop
 
     def drain(self) -> None:
-        """Read every message waiting (cheap when none); called each scheduler step."""
+        """Read every message waiting (cheap when none)."""
         while True:
             try:
                 data = self._socket.recv(MAX_MESSAGE_BYTES)
             except BlockingIOError:
-                return
+                break
             except OSError as exc:
                 log.warning("reading blend statistics failed: %s", exc)
-                return
+                break
             try:
                 message = json.loads(data)
                 self._received[str(message["request_id"])] = BlendStats.from_dict(message["stats"])
@@ -71,36 +84,31 @@ class StatsInbox:
         return self._received.pop(request_id, None)
 
     def close(self) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._socket.fileno())
         self._socket.close()
 
 
 class StatsOutbox:
-    """Worker side: ``post`` sends without blocking and never raises."""
+    """The worker's side: ``post`` waits at most ``SEND_TIMEOUT_S`` and never raises."""
 
     def __init__(self, channel: str) -> None:
-        self._scheduler = _address(channel)
-        self._front = _address(front_channel(channel))
+        self._address = _address(channel)
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._socket.setblocking(False)
-        self._failing: set[str] = set()
+        self._socket.settimeout(SEND_TIMEOUT_S)
+        self._failing = False
 
-    def post(self, request_id: str, stats: BlendStats, front_id: str = "") -> None:
-        """To the scheduler under vLLM's ``request_id``; to the front end under ``front_id``
-        too, when the request's plan names one."""
-        self._send(self._scheduler, request_id, stats)
-        if front_id:
-            self._send(self._front, front_id, stats)
-
-    def _send(self, address: str, request_id: str, stats: BlendStats) -> None:
+    def post(self, request_id: str, stats: BlendStats) -> None:
+        """Send ``stats`` under the front end's ``request_id``."""
         data = json.dumps({"request_id": request_id, "stats": stats.to_dict()}).encode()
         try:
-            self._socket.sendto(data, address)
+            self._socket.sendto(data, self._address)
         except OSError as exc:
-            if address not in self._failing:
+            if not self._failing:
                 log.warning("blend statistics are being lost: %s", exc)
-            self._failing.add(address)
+            self._failing = True
             return
-        self._failing.discard(address)
+        self._failing = False
 
     def close(self) -> None:
         self._socket.close()

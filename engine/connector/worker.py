@@ -19,14 +19,14 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from engine.blend.fuse import Attend, BlendResult, Selection, blend_prefill
+from engine.blend.fuse import Attend, BlendResult, blend_prefill
 from engine.connector.metadata import BlendJob
 from engine.connector.model import VllmDecoder, find_model_runner_model
 from engine.connector.paged_attention import CpuPagedAttention
 from engine.connector.placement import Capture, ChunkPlacer, Placement
 from engine.connector.ranks import RankGroup
 from engine.connector.stats import StatsOutbox
-from engine.contract import BlendSettings, BlendStats
+from engine.contract import BlendSettings, BlendStats, Recipe
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey, model_fingerprint
 from engine.kvstore.layer_format import LayerFormat
@@ -91,8 +91,8 @@ class BlendWorker:
         """Fill every job's claimed slots; raises only if even an exact computation fails."""
         for job in jobs:
             stats = self._run_safely(job)
-            if self.ranks.reports:
-                self._outbox.post(job.request_id, stats, job.plan.stats_id)
+            if self.ranks.reports and job.plan.stats_id:
+                self._outbox.post(job.plan.stats_id, stats)
 
     def close(self) -> None:
         self.store.close()
@@ -128,12 +128,12 @@ class BlendWorker:
             return None
 
     def _run(self, job: BlendJob, unreadable: set[ChunkKey]) -> tuple[Placement, BlendResult]:
-        reusable = self._decoder.rope is not None and job.plan.mode != "full"
+        rotates = self._decoder.rope is not None
+        reusable = rotates and job.plan.recipe.mode != "full"
         placement = self._placer.place(job, self.fingerprint, reusable, unreadable)
-        ratio = job.plan.effective_ratio if self._decoder.rope is not None else 1.0
-        selection = job.selection(ratio, self.settings)
+        recipe = job.plan.recipe if rotates else Recipe.exact()
         started = time.perf_counter()
-        result = self._fill(job, placement, selection)
+        result = self._fill(job, placement, recipe)
         if not placement.hits:  # computed only: what a chunk costs to compute instead of load
             computed = result.recomputed_from(job.num_local_cached)
             self._compute_rate.record(time.perf_counter() - started, computed)
@@ -142,7 +142,7 @@ class BlendWorker:
     def _stats(self, job: BlendJob, placement: Placement, result: BlendResult) -> BlendStats:
         # Positions before num_local_cached came from vLLM's prefix cache, not from this blend.
         return BlendStats(
-            mode=job.plan.mode,
+            mode=job.plan.recipe.mode,
             reused_tokens=result.reused_from(job.num_local_cached),
             recomputed_tokens=result.recomputed_from(job.num_local_cached),
             chunks_hit=len(placement.hits),
@@ -156,9 +156,9 @@ class BlendWorker:
 
     def _run_exact(self, job: BlendJob) -> BlendStats:
         """The claimed region computed exactly, as a full prefill would; nothing is stored."""
-        self._fill(job, Placement(), Selection(1.0), capture=False)
+        self._fill(job, Placement(), Recipe.exact(), capture=False)
         return BlendStats(
-            mode=job.plan.mode,
+            mode=job.plan.recipe.mode,
             reused_tokens=0,
             recomputed_tokens=job.claim_end - job.num_local_cached,
             chunks_hit=0,
@@ -181,7 +181,7 @@ class BlendWorker:
         )
 
     def _fill(
-        self, job: BlendJob, placement: Placement, selection: Selection, capture: bool = True
+        self, job: BlendJob, placement: Placement, recipe: Recipe, capture: bool = True
     ) -> BlendResult:
         """Blend the claimed region and write it into the paged cache; captures chunks that were
         computed in place exactly as alone."""
@@ -189,7 +189,7 @@ class BlendWorker:
         device = next(iter(self._kv_caches.values())).device
         slots = job.slots(self.block_size, device)
         attend = self._paged_attention(job)
-        settled = job.settled(attend is not None, selection.metric)
+        settled = job.settled(attend is not None, recipe)
         prefix = list(self.settings.chunk_prefix)
         in_place = [
             c
@@ -215,7 +215,7 @@ class BlendWorker:
             token_ids,
             placement.hits,
             decoder.rope,
-            selection,
+            recipe,
             write,
             attend,
             question_start,
@@ -253,4 +253,4 @@ class BlendWorker:
             capture.keys.append(keys[len(context) :].cpu())
             capture.values.append(values[len(context) :].cpu())
 
-        blend_prefill(self._decoder, ids, [], self._decoder.rope, Selection(1.0), keep)
+        blend_prefill(self._decoder, ids, [], self._decoder.rope, Recipe.exact(), keep)

@@ -1,22 +1,17 @@
 """The one contract between the gateway and the engine's blending connector.
 
 Everything that crosses from a client request to the connector's worker, and back, has one
-shape defined here: the blend plan (chunk spans, mode, ratio, selection overrides) that rides
-to the engine in ``kv_transfer_params``, the chunk evictions that ride the same way, and the
-typed statistics the worker reports for each blended request. The gateway, the precompute
-client and the benchmarks import this module; the connector decodes what it receives with
-the same functions that encoded it. Nothing here imports vLLM or torch.
+shape defined here: the blend plan (chunk spans and the resolved ``Recipe``) that rides to the
+engine in ``kv_transfer_params``, the chunk evictions that ride the same way, and the typed
+statistics the worker reports for each blended request. The gateway, the precompute client and
+the benchmarks import this module; the connector decodes what it receives with the same
+functions that encoded it. Nothing here imports vLLM or torch.
 """
 
-from engine.contract.plan import (
-    BlendPlan,
-    ChunkSpan,
-    SelectionOverrides,
-    eviction_params,
-    evictions_in,
-)
+from engine.contract.plan import BlendPlan, ChunkSpan, eviction_params, evictions_in
+from engine.contract.recipe import Recipe
 from engine.contract.settings import BlendSettings, shared_secret
-from engine.contract.stats import BlendStats, stats_in, stats_params
+from engine.contract.stats import BlendStats
 from engine.contract.types import (
     DEFAULT_BUDGET_MASS,
     DEFAULT_CHECK_LAYERS,
@@ -31,7 +26,6 @@ from engine.contract.types import (
     MODES,
     PLAN_KEY,
     QUESTION_METRICS,
-    STATS_KEY,
     CheckLayers,
     Metric,
     Mode,
@@ -53,7 +47,6 @@ __all__ = [
     "MODES",
     "PLAN_KEY",
     "QUESTION_METRICS",
-    "STATS_KEY",
     "BlendPlan",
     "BlendSettings",
     "BlendStats",
@@ -61,12 +54,10 @@ __all__ = [
     "ChunkSpan",
     "Metric",
     "Mode",
-    "SelectionOverrides",
+    "Recipe",
     "eviction_params",
     "evictions_in",
     "parse_check_layer_pairs",
     "parse_check_layers",
     "shared_secret",
-    "stats_in",
-    "stats_params",
 ]

@@ -1,20 +1,9 @@
-"""The server's blending configuration, as the connector receives it in vLLM's extra config."""
+"""The connector's set-up as it receives it in vLLM's extra config: the chunk store and channel."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
-
-from engine.contract.types import (
-    DEFAULT_BUDGET_MASS,
-    DEFAULT_CHECK_LAYERS,
-    DEFAULT_CHUNK_HEAD_TOKENS,
-    DEFAULT_METRIC,
-    DEFAULT_QUESTION_POOL,
-    CheckLayers,
-    Metric,
-    parse_check_layer_pairs,
-)
 
 MIN_SECRET_BYTES = 16
 MAX_SECRET_BYTES = 64  # blake2b's largest key
@@ -38,7 +27,8 @@ def shared_secret(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class BlendSettings:
-    """The server's blending configuration, handed to the connector in vLLM's extra config."""
+    """The chunk store and set-up of the server's connector, handed to it in vLLM's extra
+    config. How a request is blended is its plan's recipe, never a server setting here."""
 
     model_name: str
     chunk_kv_dir: str
@@ -48,12 +38,8 @@ class BlendSettings:
     """Disk tier budget; None: no limit."""
     chunk_prefix: tuple[int, ...]
     """Token ids each chunk is precomputed behind; they are not stored."""
-    check_layers: CheckLayers = DEFAULT_CHECK_LAYERS
-    metric: Metric = DEFAULT_METRIC
-    normalize: bool = False
-    chunk_head_tokens: int = DEFAULT_CHUNK_HEAD_TOKENS
     stats_channel: str = ""
-    """Name of the worker -> scheduler statistics channel; the runtime sets a fresh one for
+    """Name of the worker -> front end statistics channel; the runtime sets a fresh one for
     every engine it starts, so no other process can reach or remove it."""
     redis_url: str = ""
     """The shared Redis tier of the chunk store behind memory and disk; empty: none."""
@@ -63,10 +49,6 @@ class BlendSettings:
     or ``int8`` (half of bf16)."""
     shared_secret_hex: str = field(default="", repr=False)
     """Secret signing chunk KV, shared by the servers sharing a Redis; empty: ``secret_path``."""
-    question_pool: float = DEFAULT_QUESTION_POOL
-    """Metric "qv": the question's relevance pool, in multiples of what a check layer keeps."""
-    budget_mass: float = DEFAULT_BUDGET_MASS
-    """Below 1: a check layer keeps only the tokens holding this share of the total score."""
 
     @property
     def store_dir(self) -> str:
@@ -90,5 +72,4 @@ class BlendSettings:
         names = {field.name for field in fields(cls)}
         body = {key: value for key, value in extra.items() if key in names}
         body["chunk_prefix"] = tuple(int(token) for token in body["chunk_prefix"])
-        body["check_layers"] = parse_check_layer_pairs(body["check_layers"])
         return cls(**body)

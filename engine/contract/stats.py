@@ -1,11 +1,11 @@
-"""What the worker reports for each blended request, back through the scheduler."""
+"""What the worker reports for each blended request, straight to the front end."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from engine.contract.types import STATS_KEY, Mode
+from engine.contract.types import Mode
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,3 @@ class BlendStats:
     @property
     def cached_tokens(self) -> int:
         return self.reused_tokens + self.prefix_cached_tokens
-
-
-def stats_in(params: dict[str, Any] | None) -> BlendStats | None:
-    """The worker's statistics in a finished request's ``kv_transfer_params``, if any."""
-    body = (params or {}).get(STATS_KEY)
-    return None if body is None else BlendStats.from_dict(body)
-
-
-def stats_params(stats: BlendStats) -> dict[str, Any]:
-    return {STATS_KEY: stats.to_dict()}

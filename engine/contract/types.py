@@ -34,7 +34,6 @@ total score, at most the schedule's count; 1.0 always keeps the schedule's count
 
 PLAN_KEY = "ragblend"
 EVICT_KEY = "ragblend_evict"
-STATS_KEY = "ragblend_stats"
 
 
 def parse_check_layer_pairs(pairs: Any) -> CheckLayers:

@@ -16,12 +16,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from vllm.exceptions import VLLMClientError
 from vllm.v1.engine.exceptions import EngineDeadError
 
+from engine.contract import BlendPlan
 from gateway.http import metrics
 from gateway.http.errors import APIError
 from gateway.http.shutdown import Shutdown, until_deadline
 from gateway.openai.protocol import SamplingFields
 from gateway.openai.sampling import sampling_params
-from gateway.rag.blending import BlendRequest
 from gateway.rag.generation import ChoiceDelta, Generation, TokenLogprob, Usage
 from gateway.rag.prompts import completion_budget
 from gateway.state import AppState
@@ -73,11 +73,11 @@ def served_error(exc: Exception) -> APIError:
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """A request's token-id prompts, with the blend plan when it carries documents."""
+    """A request's token-id prompts, with the blend plan when it carries chunks."""
 
     fields: SamplingFields
     prompts: list[list[int]]
-    blend: BlendRequest | None
+    plan: BlendPlan | None
     logprobs: int | None
     arrived: float
     sources: list[dict[str, Any]] | None = None
@@ -135,10 +135,9 @@ def start_generation(
         )
         for ids in prepared.prompts
     )
-    extra_args = None if prepared.blend is None else prepared.blend.extra_args
-    params = sampling_params(fields, budget, prepared.logprobs, engine.max_logprobs, extra_args)
+    params = sampling_params(fields, budget, prepared.logprobs, engine.max_logprobs)
     generation = Generation(
-        engine, prepared.prompts, params, prepared.blend, started=prepared.arrived
+        engine, prepared.prompts, params, prepared.plan, started=prepared.arrived
     )
     route = metrics.route_label(request.url.path)
     state.gate.enter()

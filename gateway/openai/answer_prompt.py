@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.contract import BlendPlan
 from gateway.openai.protocol import ChatMessage
 from gateway.openai.response_request import ResponsesTurn
 from gateway.openai.search import FoundChunk
-from gateway.rag.blending import BlendRequest, blend_request
+from gateway.rag.blending import blend_plan
 from gateway.rag.chunked_prompt import chat_with_chunks, stored_chunks
 from gateway.rag.prompts import chat_prompt
 from gateway.state import AppState
@@ -18,7 +19,7 @@ from gateway.state import AppState
 @dataclass(frozen=True)
 class AnswerPrompt:
     token_ids: list[int]
-    blend: BlendRequest | None
+    plan: BlendPlan | None
     placed: list[FoundChunk] | None
     """The chunks in the prompt, best first; None without ``file_search``."""
 
@@ -45,8 +46,8 @@ def answer_prompt(
         if len(prompt.token_ids) <= limit or len(placed) == 1:
             break
         placed.pop()
-    blend = blend_request(prompt, None, state.settings, engine.blending, state.neighbour_contexts)
-    return AnswerPrompt(prompt.token_ids, blend, placed)
+    plan = blend_plan(prompt, None, state.settings, engine.blending, state.neighbour_contexts)
+    return AnswerPrompt(prompt.token_ids, plan, placed)
 
 
 def answer_room(turn: ResponsesTurn, state: AppState) -> int:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from vllm import SamplingParams
 from vllm.exceptions import VLLMValidationError
 from vllm.sampling_params import RequestOutputKind
@@ -17,7 +15,6 @@ def sampling_params(
     max_tokens: int,
     logprobs: int | None,
     max_logprobs: int,
-    extra_args: dict[str, Any] | None = None,
 ) -> SamplingParams:
     if logprobs is not None and logprobs > max_logprobs:
         raise APIError(400, f"logprobs may be at most {max_logprobs}.", param="logprobs")
@@ -36,7 +33,6 @@ def sampling_params(
             frequency_penalty=fields.frequency_penalty,
             logprobs=logprobs,
             output_kind=RequestOutputKind.DELTA,
-            extra_args=extra_args,
         )
     except (VLLMValidationError, ValueError) as exc:
         raise APIError(400, str(exc)) from exc

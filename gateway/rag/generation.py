@@ -7,14 +7,15 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from vllm import SamplingParams
 from vllm.utils.async_utils import merge_async_iterators
 
-from engine.contract import BlendStats, stats_in
+from engine.contract import BlendPlan, BlendStats
 from engine.runtime import Engine
-from gateway.rag.blending import BlendRequest, blend_summary
+from gateway.rag.blending import blend_summary
 
 
 @dataclass(frozen=True)
@@ -56,26 +57,26 @@ class Generation:
     engine: Engine
     prompts: Sequence[list[int]]
     params: SamplingParams
-    blend: BlendRequest | None = None
+    plan: BlendPlan | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
 
     def __post_init__(self) -> None:
         self.usage = Usage(prompt_tokens=sum(len(ids) for ids in self.prompts))
-        self.blend_stats: BlendStats | None = None
-
-    def blend_summary(self) -> dict[str, Any] | None:
-        if self.blend is None:
-            return None
-        usage = self.usage
-        return blend_summary(
-            self.blend.plan, self.blend_stats, usage.prompt_tokens, usage.cached_tokens
-        )
+        self._stats: dict[int, BlendStats] = {}
+        """The worker's statistics of each prompt (by position) that it blended."""
 
     @property
-    def _salt(self) -> str | None:
-        return None if self.blend is None else self.blend.cache_salt
+    def blend_stats(self) -> BlendStats | None:
+        """The statistics of the last prompt blended (a request with chunks has one prompt)."""
+        return next(reversed(self._stats.values()), None)
+
+    def blend_summary(self) -> dict[str, Any] | None:
+        if self.plan is None:
+            return None
+        usage = self.usage
+        return blend_summary(self.plan, self.blend_stats, usage.prompt_tokens, usage.cached_tokens)
 
     @property
     def time_to_first_token(self) -> float | None:
@@ -84,12 +85,18 @@ class Generation:
     async def deltas(self) -> AsyncIterator[ChoiceDelta]:
         """Choice index = prompt position * n + completion index, as OpenAI numbers them."""
         streams = [
-            self.engine.generate(f"{self.request_id}-{position}", ids, self.params, self._salt)
+            self.engine.generate(
+                f"{self.request_id}-{position}",
+                ids,
+                self.params,
+                self.plan,
+                on_stats=partial(self._stats.__setitem__, position),
+            )
             for position, ids in enumerate(self.prompts)
         ]
         async with aclosing(merge_async_iterators(*streams)) as merged:
             async for position, output in merged:
-                self._record_cache_use(output)
+                self._record_cache_use(position, output)
                 for completion in output.outputs:
                     if completion.token_ids and self.first_token_at is None:
                         self.first_token_at = time.perf_counter()
@@ -102,12 +109,13 @@ class Generation:
                         finish_reason=completion.finish_reason,
                     )
 
-    def _record_cache_use(self, output: Any) -> None:
+    def _record_cache_use(self, position: int, output: Any) -> None:
+        """A finished prompt's cached tokens: the worker's count when it blended the prompt
+        (its statistics arrive before the last output), else vLLM's prefix-cache hits."""
         if not output.finished:
             return
-        stats = stats_in(output.kv_transfer_params)
+        stats = self._stats.get(position)
         if stats is not None:
-            self.blend_stats = stats
             self.usage.cached_tokens += stats.cached_tokens
         else:
             self.usage.cached_tokens += output.num_cached_tokens or 0

@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from gateway.http.admission import check_choice_count
 from gateway.http.serving import FinishedChoice, PreparedRequest, respond, response_id
 from gateway.openai.protocol import ChatCompletionRequest
-from gateway.rag.blending import blend_request
+from gateway.rag.blending import blend_plan
 from gateway.rag.chunked_prompt import chat_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.prompts import chat_prompt
@@ -33,21 +33,19 @@ async def create_chat_completion(
     ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
-    blend, sources = None, None
+    plan, sources = None, None
     questions = [message.text for message in body.messages if message.role == "user"]
     chunks = await request_chunks(body, questions[-1] if questions else "", state)
     if chunks is not None:
         chunked = chat_with_chunks(body.messages, chunks.chunks, state.tokenizer)
-        blend = blend_request(
-            chunked, body.blend, state.settings, engine.blending, chunks.in_context
-        )
-        prompt, sources = blend.token_ids, chunks.sources
+        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
+        prompt, sources = chunked.token_ids, chunks.sources
     else:
         prompt = chat_prompt(body.messages, state.tokenizer)
     top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     completion_id, created = response_id("chatcmpl")
     response_format = ChatFormat(completion_id, created, body.model)
-    prepared = PreparedRequest(body, [prompt], blend, top_logprobs, arrived, sources)
+    prepared = PreparedRequest(body, [prompt], plan, top_logprobs, arrived, sources)
     return await respond(request, state, prepared, response_format)
 
 

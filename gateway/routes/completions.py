@@ -13,7 +13,7 @@ from gateway.http.admission import check_choice_count
 from gateway.http.errors import APIError
 from gateway.http.serving import FinishedChoice, PreparedRequest, respond, response_id
 from gateway.openai.protocol import CompletionRequest, PromptInput
-from gateway.rag.blending import blend_request
+from gateway.rag.blending import blend_plan
 from gateway.rag.chunked_prompt import completion_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.prompts import completion_prompts
@@ -36,19 +36,17 @@ async def create_completion(
     ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
-    blend, sources = None, None
+    plan, sources = None, None
     chunks = None if text is None else await request_chunks(body, text, state)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks.chunks, state.tokenizer)
-        blend = blend_request(
-            chunked, body.blend, state.settings, engine.blending, chunks.in_context
-        )
-        prompts, sources = [blend.token_ids], chunks.sources
+        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
+        prompts, sources = [chunked.token_ids], chunks.sources
     else:
         prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)
     completion_id, created = response_id("cmpl")
     response_format = CompletionFormat(completion_id, created, body.model)
-    prepared = PreparedRequest(body, prompts, blend, body.logprobs, arrived, sources)
+    prepared = PreparedRequest(body, prompts, plan, body.logprobs, arrived, sources)
     return await respond(request, state, prepared, response_format)
 
 

@@ -46,7 +46,7 @@ async def create_response(request: Request, state: CurrentState, body: JSONBody)
     found = None if turn.file_search is None else await _search(state, turn)
     prompt = answer_prompt(conversation(turn, history), found, state, answer_room(turn, state))
     builder = ResponseBuilder(turn, prompt.placed)
-    prepared = PreparedRequest(fields, [prompt.token_ids], prompt.blend, None, arrived)
+    prepared = PreparedRequest(fields, [prompt.token_ids], prompt.plan, None, arrived)
     started = start_generation(request, state, prepared)
     keep = partial(_keep, state, turn, history)
     if turn.stream:

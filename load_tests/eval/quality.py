@@ -46,22 +46,22 @@ async def _answer(
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    from engine.contract import BlendPlan, stats_in
+    from engine.contract import BlendPlan, BlendStats
 
-    plan = BlendPlan(spec.mode, spec.ratio, spans, spec.overrides)  # type: ignore[arg-type]
-    extra = plan.extra_args()
+    plan = BlendPlan(spec.recipe(setup.recipe), spans)
     params = SamplingParams(
         max_tokens=task.max_tokens,
         temperature=0,
         stop=list(task.stop),
-        extra_args=extra,
         output_kind=RequestOutputKind.CUMULATIVE,
     )
-    started, first, text, stats = time.perf_counter(), None, "", None
-    async for output in setup.engine.generate(salt, ids, params, salt):
+    started, first, text = time.perf_counter(), None, ""
+    reported: list[BlendStats] = []
+    outputs = setup.engine.generate(salt, ids, params, plan, reported.append, cache_salt=salt)
+    async for output in outputs:
         first = first or time.perf_counter()
         text = output.outputs[0].text
-        stats = stats_in(output.kv_transfer_params) or stats
+    stats = reported[-1] if reported else None
     chunk_tokens = sum(span.end - span.start for span in spans)
     if stats is None:
         # A blended answer without statistics (they were lost): the share is unknown.
@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> int:
     args = build_parser().parse_args()
 
-    from engine.contract import parse_check_layers
+    from engine.contract import Recipe, parse_check_layers
     from load_tests.engine_setup import start_engine
     from load_tests.eval.fetch import fetch_bigbench
 
@@ -271,9 +271,11 @@ def main() -> int:
             max_model_len=8192,
             prefix_kind=args.chunk_prefix,
             kv_cache_gib=args.kv_cache_gib,
-            metric=args.metric,
-            check_layers=parse_check_layers(args.check_layers),
-            chunk_head_tokens=args.head_tokens,
+            recipe=Recipe(
+                metric=args.metric,
+                check_layers=parse_check_layers(args.check_layers),
+                chunk_head_tokens=args.head_tokens,
+            ),
         )
         records = asyncio.run(evaluate(setup, items, modes, task, write, earlier))
         setup.engine.shutdown()

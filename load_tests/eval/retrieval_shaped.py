@@ -236,7 +236,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
 
-    from engine.contract import parse_check_layers
+    from engine.contract import Recipe, parse_check_layers
     from load_tests.engine_setup import start_engine
     from load_tests.eval.fetch import fetch_bigbench
     from retriever.embed import Embedder
@@ -259,9 +259,11 @@ def main() -> int:
             memory_bytes=1 << 30,
             prefix_kind=args.chunk_prefix,
             kv_cache_gib=args.kv_cache_gib,
-            metric=args.metric,
-            check_layers=parse_check_layers(args.check_layers),
-            chunk_head_tokens=args.head_tokens,
+            recipe=Recipe(
+                metric=args.metric,
+                check_layers=parse_check_layers(args.check_layers),
+                chunk_head_tokens=args.head_tokens,
+            ),
         )
         asyncio.run(evaluate(setup, library, items, args, records))
         setup.engine.shutdown()

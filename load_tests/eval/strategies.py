@@ -10,14 +10,15 @@ the most V-deviating) or the question probing the reused cache before any chunk 
 computed (probe: no layer computed whole), ``pool`` the qv pool in multiples of what a check
 layer keeps, ``mass`` the adaptive budget (keep only the tokens holding this share of the
 score, at most the ratio's count), ``norm`` whether deviations are normalized per token.
-Options not given keep the engine's settings.
+Options not given keep the run's recipe (``ModeSpec.recipe``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from engine.contract import METRICS, MODES, Mode, SelectionOverrides, parse_check_layers
+from engine.contract import METRICS, MODES, Mode, Recipe, parse_check_layers
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,12 @@ class ModeSpec:
     name: str
     mode: Mode
     ratio: float
-    overrides: SelectionOverrides
+    choices: dict[str, Any]
+    """The selection options the spec names (``Recipe`` fields)."""
+
+    def recipe(self, base: Recipe) -> Recipe:
+        """``base`` with this spec's mode, ratio and choices over it."""
+        return base.choose(mode=self.mode, recompute_ratio=self.ratio, **self.choices)
 
 
 def parse_mode_spec(name: str) -> ModeSpec:
@@ -57,4 +63,5 @@ def parse_mode_spec(name: str) -> ModeSpec:
             raise ValueError(f"unknown option {key!r} in {name!r}")
     if fields and mode != "blend":
         raise ValueError(f"selection options only apply to blend, got {name!r}")
-    return ModeSpec(name, mode, ratio, SelectionOverrides(**fields))  # type: ignore[arg-type]
+    Recipe().choose(mode=mode, recompute_ratio=ratio, **fields)  # refuses what is out of bounds
+    return ModeSpec(name, mode, ratio, fields)  # type: ignore[arg-type]

@@ -44,9 +44,10 @@ class Scenario:
 async def _ask(setup: Any, ids: list[int], plan: Any) -> Reply:
     from vllm import SamplingParams
 
-    params = SamplingParams(max_tokens=16, temperature=0, logprobs=10, extra_args=plan)
+    params = SamplingParams(max_tokens=16, temperature=0, logprobs=10)
     request_id = uuid.uuid4().hex
-    async for output in setup.engine.generate(request_id, ids, params, request_id):
+    outputs = setup.engine.generate(request_id, ids, params, plan, cache_salt=request_id)
+    async for output in outputs:
         completion = output.outputs[0]
     first = completion.logprobs[0]
     return Reply(completion.text, {str(t): entry.logprob for t, entry in first.items()})
@@ -54,7 +55,7 @@ async def _ask(setup: Any, ids: list[int], plan: Any) -> Reply:
 
 async def _scenario(setup: Any) -> Scenario:
     from engine.chunk_cache import ChunkCache
-    from engine.contract import BlendPlan
+    from engine.contract import BlendPlan, Recipe
     from gateway.openai.protocol import ChatMessage
     from gateway.rag.chunked_prompt import Chunks, chat_with_chunks, chunk_prefix, document_chunks
 
@@ -73,8 +74,8 @@ async def _scenario(setup: Any) -> Scenario:
     assert prompt.spans[1].start == len(setup.prefix)  # the chunk sits where stored chunks do
     spans = (prompt.spans[1],)
 
-    def plan(mode: str, ratio: float = 0.0) -> Any:
-        return BlendPlan(mode, ratio, spans).extra_args()  # type: ignore[arg-type]
+    def plan(mode: str, ratio: float = 0.0) -> BlendPlan:
+        return BlendPlan(Recipe().choose(mode=mode, recompute_ratio=ratio), spans)
 
     stats, replies = {}, {}
     full = await _ask(setup, prompt.token_ids, None)

@@ -10,8 +10,8 @@ import torch
 from torch import Tensor
 
 from engine.blend.check import CheckLayer, mass_count, rows_to_keep
-from engine.blend.fuse import Selection
 from engine.blend.select import question_attention
+from tests.unit.tiny_llama import blend_at
 
 TOKENS, HEADS, KV_HEADS, DIM = 24, 4, 2, 8
 QUESTION_START = 20  # positions 20..23 are the question; the rest cached chunk tokens
@@ -86,14 +86,14 @@ def test_two_stage_keeps_the_most_deviating_within_the_question_pool(
     ).tolist()
     pooled = _top(relevance, list(range(QUESTION_START)), math.ceil(pool * keep))
     expected = sorted(_top(_v_deviation_loop(layer), pooled, keep) + QUESTION)
-    selection = Selection(0.2, metric="qv", question_pool=pool)
+    selection = blend_at(0.2, metric="qv", question_pool=pool)
     assert rows_to_keep(layer, _is_cached(), keep, selection).tolist() == expected
 
 
 def test_two_stage_with_a_pool_wider_than_the_candidates_is_v_deviation() -> None:
     layer = _layer(seed=3)
-    wide = rows_to_keep(layer, _is_cached(), 5, Selection(0.2, metric="qv", question_pool=4.0))
-    assert wide.tolist() == rows_to_keep(layer, _is_cached(), 5, Selection(0.2)).tolist()
+    wide = rows_to_keep(layer, _is_cached(), 5, blend_at(0.2, metric="qv", question_pool=4.0))
+    assert wide.tolist() == rows_to_keep(layer, _is_cached(), 5, blend_at(0.2)).tolist()
 
 
 @pytest.mark.parametrize("mass", [0.2, 0.6, 0.9])
@@ -108,7 +108,7 @@ def test_adaptive_budget_keeps_the_mass_share_at_most_keep(mass: float) -> None:
         count += 1
     for keep in (3, 12):
         expected = sorted(ordered[: min(keep, count)] + QUESTION)
-        got = rows_to_keep(layer, _is_cached(), keep, Selection(0.2, budget_mass=mass))
+        got = rows_to_keep(layer, _is_cached(), keep, blend_at(0.2, budget_mass=mass))
         assert got.tolist() == expected
 
 
@@ -117,6 +117,6 @@ def test_adaptive_budget_recomputes_less_when_the_deviation_is_concentrated() ->
     values = layer.cached[1].clone()
     values[[2, 11]] += 100.0  # only two tokens' values moved
     concentrated = replace(layer, fresh=(layer.fresh[0], values))
-    selection = Selection(0.2, budget_mass=0.9)
+    selection = blend_at(0.2, budget_mass=0.9)
     assert rows_to_keep(concentrated, _is_cached(), 8, selection).tolist() == [2, 11, *QUESTION]
     assert len(rows_to_keep(layer, _is_cached(), 8, selection)) > 2 + len(QUESTION)

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import Tensor
 
-from engine.blend.fuse import BlendResult, CachedChunk, Selection, blend_prefill
+from engine.blend.fuse import BlendResult, CachedChunk, blend_prefill
 from engine.contract import Metric
-from tests.unit.tiny_llama import HFAdapter, reference_kv, rope_spec, tiny_llama
+from tests.unit.tiny_llama import HFAdapter, blend_at, reference_kv, rope_spec, tiny_llama
 
 PREFIX = [1]
 
@@ -24,7 +24,7 @@ def _collect(
         token_ids,
         chunks,
         rope_spec(),
-        Selection(ratio=ratio),
+        blend_at(ratio),
         lambda _layer, k, v: layers.append((k.clone(), v.clone())),
     )
     return layers, result
@@ -150,7 +150,7 @@ def test_chunk_heads_are_always_recomputed_within_the_ratio(
         ids,
         _placed(model, chunks, spans),
         rope_spec(),
-        Selection(ratio=ratio, chunk_head_tokens=4),
+        blend_at(ratio, chunk_head_tokens=4),
         lambda _layer, _k, _v: None,
     )
     heads = torch.cat([torch.arange(span[0], span[0] + 4) for span in spans])
@@ -170,7 +170,7 @@ def _blend_by_attention(
         ids,
         _placed(model, chunks, spans),
         rope_spec(),
-        Selection(ratio=ratio, metric=metric, **selection),
+        blend_at(ratio, metric=metric, **selection),
         lambda _layer, _k, _v: None,
     )
 
@@ -227,7 +227,7 @@ def test_ratio_one_is_the_full_prefill_whatever_the_strategy(selection: dict) ->
         ids,
         _placed(model, chunks, spans),
         rope_spec(),
-        Selection(ratio=1.0, **selection),
+        blend_at(1.0, **selection),
         lambda _layer, k, v: layers.append((k.clone(), v.clone())),
     )
     assert _relative_error(layers, reference_kv(model, ids)) < 1e-5
@@ -259,7 +259,7 @@ def _blend_after_settled(
 
     placed = _placed(model, chunks, spans)
     result = blend_prefill(
-        adapter, ids, placed, rope_spec(), Selection(ratio), write, attend, settled=settled
+        adapter, ids, placed, rope_spec(), blend_at(ratio), write, attend, settled=settled
     )
     return ids, result, reference, paged
 

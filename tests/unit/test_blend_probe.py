@@ -9,8 +9,17 @@ import torch
 from torch import Tensor
 
 from engine.blend.attention import selective_attention
-from engine.blend.fuse import BlendResult, CachedChunk, Selection, blend_prefill
-from tests.unit.tiny_llama import HEADS, KV_HEADS, HFAdapter, reference_kv, rope_spec, tiny_llama
+from engine.blend.fuse import BlendResult, CachedChunk, blend_prefill
+from engine.contract import Recipe
+from tests.unit.tiny_llama import (
+    HEADS,
+    KV_HEADS,
+    HFAdapter,
+    blend_at,
+    reference_kv,
+    rope_spec,
+    tiny_llama,
+)
 
 PREFIX = [1]
 QUESTION = [9, 8, 7, 6]
@@ -54,7 +63,7 @@ def _placed(model: Any, chunks: list[list[int]], spans: list[tuple[int, int]]) -
 
 
 def _blend(
-    selection: Selection, seed: int = 3, adapter: HFAdapter | None = None, attend: Any = None
+    selection: Recipe, seed: int = 3, adapter: HFAdapter | None = None, attend: Any = None
 ) -> tuple[BlendResult, list[tuple[Tensor, Tensor]]]:
     model, ids, chunks, spans = _setup(seed)
     layers: list[tuple[Tensor, Tensor]] = []
@@ -83,7 +92,7 @@ def _reference_question_attention(queries: Tensor, positions: Tensor, keys: Tens
 
 def test_the_probe_recomputes_the_question_and_the_ratio_from_layer_zero() -> None:
     adapter = CountingAdapter(tiny_llama(3))
-    result, _ = _blend(Selection(ratio=0.25, metric="probe"), adapter=adapter)
+    result, _ = _blend(blend_at(0.25, metric="probe"), adapter=adapter)
     question_start = len(PREFIX) + CHUNKS * CHUNK_TOKENS
     question = torch.arange(question_start, question_start + len(QUESTION))
     assert torch.isin(question, result.recomputed_positions).all()
@@ -103,7 +112,7 @@ def test_the_probe_picks_what_the_question_reads_over_the_reused_cache() -> None
             seen.update(queries=q.clone(), positions=positions.clone(), keys=k.clone())
         return selective_attention(q, k, v, positions, HFAdapter(tiny_llama(3)).scale)
 
-    _blend(Selection(ratio=0.0), attend=attend)
+    _blend(blend_at(0.0), attend=attend)
     question_start = len(PREFIX) + CHUNKS * CHUNK_TOKENS
     asking = seen["positions"] >= question_start
     scores = _reference_question_attention(
@@ -112,14 +121,14 @@ def test_the_probe_picks_what_the_question_reads_over_the_reused_cache() -> None
     chunk_positions = torch.arange(len(PREFIX), question_start)
     expected = chunk_positions[scores[chunk_positions].topk(15).indices].sort().values
 
-    result, _ = _blend(Selection(ratio=0.25, metric="probe"))
+    result, _ = _blend(blend_at(0.25, metric="probe"))
     chosen = result.recomputed_positions
     assert torch.equal(chosen[(chosen >= len(PREFIX)) & (chosen < question_start)], expected)
 
 
 def test_tokens_the_probe_leaves_keep_their_cache_in_every_layer() -> None:
-    probed, probed_layers = _blend(Selection(ratio=0.25, metric="probe"))
-    _, reused_layers = _blend(Selection(ratio=0.0))
+    probed, probed_layers = _blend(blend_at(0.25, metric="probe"))
+    _, reused_layers = _blend(blend_at(0.0))
     left = torch.ones(probed_layers[0][0].shape[0], dtype=torch.bool)
     left[probed.recomputed_positions] = False
     for (k, v), (rk, rv) in zip(probed_layers, reused_layers, strict=True):
@@ -136,7 +145,7 @@ def test_without_a_question_the_probe_falls_back_to_v_deviation() -> None:
             no_question,
             _placed(model, chunks, spans),
             rope_spec(),
-            Selection(ratio=0.25, metric=metric),
+            blend_at(0.25, metric=metric),
             lambda _layer, _k, _v: None,
         )
         for metric in ("probe", "v")
@@ -146,7 +155,7 @@ def test_without_a_question_the_probe_falls_back_to_v_deviation() -> None:
 
 def test_the_probe_at_ratio_one_is_the_full_prefill() -> None:
     model, ids, _, _ = _setup()
-    _, layers = _blend(Selection(ratio=1.0, metric="probe"))
+    _, layers = _blend(blend_at(1.0, metric="probe"))
     for (k, v), (rk, rv) in zip(layers, reference_kv(model, ids), strict=True):
         torch.testing.assert_close(k, rk, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(v, rv, atol=1e-5, rtol=1e-4)

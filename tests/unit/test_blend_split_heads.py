@@ -17,10 +17,10 @@ import torch
 from torch import Tensor
 
 from engine.blend.check import CheckLayer, rows_to_keep
-from engine.blend.fuse import CachedChunk, Selection, blend_prefill
+from engine.blend.fuse import CachedChunk, blend_prefill
 from engine.blend.select import kv_deviation, local_heads_only, question_attention, select_top
-from engine.contract import Metric
-from tests.unit.tiny_llama import HFAdapter, rope_spec, tiny_llama
+from engine.contract import Metric, Recipe
+from tests.unit.tiny_llama import HFAdapter, blend_at, rope_spec, tiny_llama
 
 
 class ThreadRanks:
@@ -99,9 +99,9 @@ def test_question_attention_is_summed_over_every_ranks_heads() -> None:
 
 @pytest.mark.parametrize(
     "selection",
-    [Selection(0.2, metric="qv", question_pool=2.0), Selection(0.2, budget_mass=0.6)],
+    [blend_at(0.2, metric="qv", question_pool=2.0), blend_at(0.2, budget_mass=0.6)],
 )
-def test_two_stage_and_adaptive_picks_are_the_same_on_every_rank(selection: Selection) -> None:
+def test_two_stage_and_adaptive_picks_are_the_same_on_every_rank(selection: Recipe) -> None:
     generator = torch.Generator().manual_seed(6)
     queries = torch.randn(40, 4, 8, generator=generator)
     kv = [torch.randn(40, 2, 8, generator=generator) for _ in range(5)]
@@ -140,7 +140,7 @@ def test_the_blend_ranks_reduced_scores_not_its_own() -> None:
 
     def blend(sum_heads: Callable[[Tensor], Tensor]) -> list[int]:
         chunk = CachedChunk(1, 41, 0, iter(chunk_layers))
-        selection = Selection(ratio=0.1, check_layers=((0, 1.0),))
+        selection = blend_at(0.1, check_layers=((0, 1.0),))
         result = blend_prefill(
             HFAdapter(model),
             token_ids,
@@ -165,7 +165,7 @@ def _layers(model: torch.nn.Module, token_ids: Tensor) -> list[tuple[Tensor, Ten
         token_ids,
         [],
         rope_spec(),
-        Selection(ratio=1.0),
+        blend_at(1.0),
         lambda _layer, k, v: layers.append((k.clone(), v.clone())),
     )
     return layers

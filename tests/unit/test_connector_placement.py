@@ -15,7 +15,7 @@ from torch import Tensor
 from engine.connector.metadata import BlendJob
 from engine.connector.placement import ChunkPlacer, Placement, cached_layers
 from engine.connector.ranks import RankGroup
-from engine.contract import BlendPlan, ChunkSpan
+from engine.contract import BlendPlan, ChunkSpan, Recipe
 from engine.kvstore.codec import CorruptEntry
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.load_meter import ComputeRate
@@ -60,7 +60,7 @@ def test_stored_chunks_hit_and_the_others_are_captured() -> None:
         store.put(ChunkKey.for_chunk(MODEL, entry.token_ids), entry)
     prompt = [0, *stored.token_ids, *missing.token_ids, *unreadable.token_ids, 7]
     spans = (ChunkSpan(1, 5), ChunkSpan(5, 9), ChunkSpan(9, 13))
-    job = BlendJob("r", prompt, [0], 0, len(prompt) - 1, BlendPlan("blend", 0.2, spans))
+    job = BlendJob("r", BlendPlan(Recipe("blend", 0.2), spans), prompt, 0, len(prompt) - 1, [0])
     expectations = {tuple(e.token_ids): expect(e) for e in (stored, missing, unreadable)}
     placer = ChunkPlacer(store, RankGroup(), ComputeRate(), 1, lambda ids: expectations[tuple(ids)])
     bad = {ChunkKey.for_chunk(MODEL, unreadable.token_ids)}
@@ -83,8 +83,8 @@ def test_a_replacing_plan_computes_a_stored_chunk_and_leaves_its_entry_until_sto
     store = ChunkKVStore.create(1 << 20)
     store.put(key, stored)
     prompt = [0, *stored.token_ids, 7]
-    plan = BlendPlan("blend", 1.0, (ChunkSpan(1, 5),), replace_stored=True)
-    job = BlendJob("r", prompt, [0], 0, len(prompt) - 1, plan)
+    plan = BlendPlan(Recipe("blend", 1.0), (ChunkSpan(1, 5),), replace_stored=True)
+    job = BlendJob("r", plan, prompt, 0, len(prompt) - 1, [0])
     placer = ChunkPlacer(store, RankGroup(), ComputeRate(), 1, lambda ids: expect(stored))
     placement = placer.place(job, MODEL, reusable=True, unreadable=set())
     assert not placement.hits and [c.key for c in placement.captures] == [key]

@@ -6,7 +6,7 @@ import pytest
 
 from engine.chunk_cache import context_window
 from engine.connector.metadata import BlendJob
-from engine.contract import BlendPlan, ChunkSpan
+from engine.contract import BlendPlan, ChunkSpan, Recipe
 
 NEUTRAL = [1, 2, 3, 4, 5]
 
@@ -42,18 +42,17 @@ def test_without_neutral_passages_the_window_is_empty() -> None:
 
 def test_the_store_behind_context_flag_survives_the_trip_and_is_absent_by_default() -> None:
     spans = (ChunkSpan(4, 9),)
-    contextual = BlendPlan("blend", 1.0, spans, store_behind_context=True)
+    contextual = BlendPlan(Recipe("blend", 1.0), spans, store_behind_context=True)
     assert BlendPlan.from_params(contextual.to_params()) == contextual
-    plain = BlendPlan("blend", 1.0, spans)
+    plain = BlendPlan(Recipe("blend", 1.0), spans)
     assert "store_behind_context" not in plain.to_params()["ragblend"]
     assert BlendPlan.from_params(plain.to_params()) == plain
 
 
 def _job(token_ids: list[int], start: int, behind_context: bool) -> BlendJob:
-    plan = BlendPlan(
-        "blend", 1.0, (ChunkSpan(start, start + 2),), store_behind_context=behind_context
-    )
-    return BlendJob("r", token_ids, [0], 0, start + 2, plan)
+    span = ChunkSpan(start, start + 2)
+    plan = BlendPlan(Recipe("blend", 1.0), (span,), store_behind_context=behind_context)
+    return BlendJob("r", plan, token_ids, 0, start + 2, [0])
 
 
 def test_only_a_flagged_job_stores_a_chunk_behind_other_context_of_the_prefix_length() -> None:

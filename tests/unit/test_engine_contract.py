@@ -1,4 +1,4 @@
-"""The gateway-engine contract: plans, statistics and settings survive their trip intact."""
+"""The gateway-engine contract: recipes, plans, statistics and settings survive their trip."""
 
 from __future__ import annotations
 
@@ -14,71 +14,82 @@ from engine.contract import (
     BlendStats,
     ChunkSpan,
     Metric,
-    SelectionOverrides,
+    Recipe,
     parse_check_layers,
-    stats_in,
-    stats_params,
 )
+
+SPANS = (ChunkSpan(1, 5), ChunkSpan(5, 9))
 
 
 @pytest.mark.parametrize(
-    "overrides",
+    "recipe",
     [
-        SelectionOverrides(check_layers=((1, 1.0),), metric="kv", chunk_head_tokens=0),
-        SelectionOverrides(metric="qv", question_pool=2.5, budget_mass=0.6),
+        Recipe("blend", 0.1, "kv", ((1, 1.0),), chunk_head_tokens=0, normalize=True),
+        Recipe("blend", 0.1, "qv", question_pool=2.5, budget_mass=0.6),
+        Recipe("reuse", 0.0, chunk_head_tokens=0),
     ],
 )
-def test_plan_round_trips_through_request_params(overrides: SelectionOverrides) -> None:
-    plan = BlendPlan("blend", 0.1, (ChunkSpan(1, 5), ChunkSpan(5, 9)), overrides)
+def test_plan_round_trips_through_request_params(recipe: Recipe) -> None:
+    plan = BlendPlan(recipe, SPANS, store_behind_context=True, stats_id="cmpl-1-0")
     assert BlendPlan.from_params(json.loads(json.dumps(plan.to_params()))) == plan
 
 
-@pytest.mark.parametrize(("pool", "mass"), [(0.5, None), (None, 0.0), (None, 1.2)])
-def test_a_pool_narrower_than_the_budget_or_a_mass_outside_0_1_is_refused(
-    pool: float | None, mass: float | None
-) -> None:
-    with pytest.raises(ValueError, match=r"question_pool|budget_mass"):
-        SelectionOverrides(question_pool=pool, budget_mass=mass)
+@pytest.mark.parametrize(
+    "choices",
+    [
+        {"question_pool": 0.5},
+        {"budget_mass": 0.0},
+        {"budget_mass": 1.2},
+        {"mode": "sideways"},
+        {"recompute_ratio": 1.5},
+        {"metric": "q"},
+        {"chunk_head_tokens": -1},
+        {"check_layers": ((2, 1.0), (1, 1.0))},
+    ],
+)
+def test_a_recipe_outside_its_bounds_is_refused(choices: dict) -> None:
+    with pytest.raises(ValueError):
+        Recipe(**choices)
 
 
-def test_plan_without_overrides_keeps_server_settings() -> None:
-    plan = BlendPlan("reuse", 0.0, (ChunkSpan(0, 3),))
-    params = plan.to_params()
-    assert params["ragblend"]["overrides"] == {}
-    assert BlendPlan.from_params(params).overrides == SelectionOverrides()
+def test_choices_go_over_a_recipe_and_a_recipe_recomputing_nothing_drops_its_heads() -> None:
+    server = Recipe("blend", 0.15, "probe", chunk_head_tokens=8)
+    assert server.choose() == server
+    assert server.choose(recompute_ratio=None, metric="v") == Recipe("blend", 0.15, "v")
+    assert server.choose(mode="reuse").chunk_head_tokens == 0
+    assert server.choose(recompute_ratio=0.0).chunk_head_tokens == 0
+    assert server.choose(recompute_ratio=0.0, chunk_head_tokens=16).chunk_head_tokens == 16
+    assert Recipe("reuse").choose(mode="blend").chunk_head_tokens == 8
 
 
 @pytest.mark.parametrize("spans", [((2, 2),), ((0, 4), (3, 6))])
 def test_plan_rejects_empty_or_overlapping_spans(spans: tuple[tuple[int, int], ...]) -> None:
     with pytest.raises(ValueError, match="spans"):
-        BlendPlan("blend", 0.15, tuple(ChunkSpan(*span) for span in spans))
+        BlendPlan(Recipe(), tuple(ChunkSpan(*span) for span in spans))
 
 
-@pytest.mark.parametrize("metric", ["attn", "qv"])
+@pytest.mark.parametrize("metric", ["attn", "qv", "probe"])
 def test_attention_selection_claims_the_question_but_not_the_last_token(metric: Metric) -> None:
-    spans = (ChunkSpan(1, 5), ChunkSpan(5, 9))
-    plain = BlendPlan("blend", 0.15, spans)
-    by_attention = BlendPlan("blend", 0.15, spans, SelectionOverrides(metric=metric))
-    assert plain.claim_end(num_prompt_tokens=14, default_metric="v") == 9
-    assert plain.claim_end(num_prompt_tokens=14, default_metric=metric) == 13
-    assert by_attention.claim_end(num_prompt_tokens=14, default_metric="v") == 13
-    assert BlendPlan("reuse", 0.0, spans).claim_end(14, metric) == 9
-    assert BlendPlan("full", 1.0, spans).claim_end(14, "v") == 0
+    assert BlendPlan(Recipe("blend", 0.15, "v"), SPANS).claim_end(num_prompt_tokens=14) == 9
+    assert BlendPlan(Recipe("blend", 0.15, metric), SPANS).claim_end(num_prompt_tokens=14) == 13
+    assert BlendPlan(Recipe("reuse", 0.0, metric), SPANS).claim_end(14) == 9
+    assert BlendPlan(Recipe("full", 1.0, metric), SPANS).claim_end(14) == 0
 
 
-_Q = {"metric": "q"}
+_RECIPE = Recipe().to_params()
 
 
 @pytest.mark.parametrize(
     "params",
     [
-        {"ragblend": {"mode": "blend"}},
-        {"ragblend": {"mode": "blend", "recompute_ratio": 0.3, "spans": [[0]]}},
-        {"ragblend": {"mode": "sideways", "recompute_ratio": 0.3, "spans": []}},
-        {"ragblend": {"mode": "blend", "recompute_ratio": 2, "spans": []}},
-        {"ragblend": {"mode": "blend", "recompute_ratio": 0.3, "spans": [], "overrides": 7}},
-        {"ragblend": {"mode": "blend", "recompute_ratio": 0.3, "spans": [], "overrides": _Q}},
-        {"ragblend": {"mode": "blend", "recompute_ratio": 0.3, "spans": "ab"}},
+        {"ragblend": {"recipe": _RECIPE}},
+        {"ragblend": {"recipe": _RECIPE, "spans": [[0]]}},
+        {"ragblend": {"recipe": {**_RECIPE, "mode": "sideways"}, "spans": []}},
+        {"ragblend": {"recipe": {**_RECIPE, "recompute_ratio": 2}, "spans": []}},
+        {"ragblend": {"recipe": 7, "spans": []}},
+        {"ragblend": {"recipe": {**_RECIPE, "metric": "q"}, "spans": []}},
+        {"ragblend": {"recipe": {"mode": "blend"}, "spans": []}},
+        {"ragblend": {"recipe": _RECIPE, "spans": "ab"}},
     ],
 )
 def test_a_malformed_plan_is_one_error_type(params: dict) -> None:
@@ -87,29 +98,28 @@ def test_a_malformed_plan_is_one_error_type(params: dict) -> None:
 
 
 def test_a_full_prefill_carries_nothing_to_the_engine() -> None:
-    plan = BlendPlan("full", 0.3, (ChunkSpan(1, 5),))
-    assert plan.to_params() == {} and plan.extra_args() is None and plan.cache_salt is None
-    blended = BlendPlan("blend", 0.3, (ChunkSpan(1, 5),))
-    assert blended.extra_args() == {"kv_transfer_params": blended.to_params()}
-    assert blended.cache_salt != BlendPlan("reuse", 0.3, (ChunkSpan(1, 5),)).cache_salt
+    plan = BlendPlan(Recipe("full", 1.0), (ChunkSpan(1, 5),))
+    assert plan.to_params() == {} and plan.cache_salt is None
+    blended = BlendPlan(Recipe("blend", 0.3), (ChunkSpan(1, 5),))
+    assert blended.cache_salt != BlendPlan(Recipe("reuse", 0.3), (ChunkSpan(1, 5),)).cache_salt
 
 
-def test_blends_selected_differently_never_share_a_cache_salt() -> None:
+def test_blends_by_different_recipes_never_share_a_cache_salt() -> None:
     spans = (ChunkSpan(1, 5),)
-    salts = {
-        BlendPlan("blend", 0.1, spans, SelectionOverrides(metric=metric)).cache_salt
-        for metric in ("v", "probe", None)
-    }
-    assert len(salts) == 3
-    same = BlendPlan("blend", 0.1, spans, SelectionOverrides(metric="probe"))
+    recipes = [Recipe(metric=metric) for metric in ("v", "probe")] + [
+        Recipe(chunk_head_tokens=0),
+        Recipe(budget_mass=0.5),
+    ]
+    salts = {BlendPlan(recipe, spans).cache_salt for recipe in recipes}
+    assert len(salts) == len(recipes)
+    same = BlendPlan(Recipe(metric="probe"), spans)
     assert same.cache_salt == BlendPlan.from_params(same.to_params()).cache_salt
 
 
 def test_statistics_round_trip_and_count_cached_tokens() -> None:
     stats = BlendStats("blend", 90, 30, 3, 1, 12, fell_back=False, rejected_chunks=1)
-    assert stats_in(stats_params(stats)) == stats
+    assert BlendStats.from_dict(json.loads(json.dumps(stats.to_dict()))) == stats
     assert stats.cached_tokens == 102
-    assert stats_in({}) is None
     assert BlendStats.without_blend("full", 100, 40) == BlendStats("full", 0, 60, 0, 0, 40)
 
 
@@ -124,19 +134,17 @@ def test_check_layer_schedules_must_ascend_with_positive_multiples(text: str) ->
         parse_check_layers(text)
 
 
-def test_the_server_defaults_select_by_v_deviation_at_a_fixed_ratio() -> None:
-    settings = BlendSettings("m", "/data/chunk_kv", 1 << 20, None, (1,))
-    assert (settings.metric, settings.check_layers, settings.chunk_head_tokens) == (
-        "v", DEFAULT_CHECK_LAYERS, 8
+def test_the_default_recipe_selects_by_v_deviation_at_a_fixed_ratio() -> None:
+    recipe = Recipe()
+    assert (recipe.mode, recipe.metric, recipe.check_layers, recipe.chunk_head_tokens) == (
+        "blend", "v", DEFAULT_CHECK_LAYERS, 8
     )
-    assert (settings.question_pool, settings.budget_mass) == (3.0, 1.0)
-    assert DEFAULT_RECOMPUTE_RATIO == 0.3
+    assert (recipe.question_pool, recipe.budget_mass) == (3.0, 1.0)
+    assert recipe.recompute_ratio == DEFAULT_RECOMPUTE_RATIO == 0.3
 
 
 def test_settings_survive_vllm_extra_config() -> None:
-    settings = BlendSettings(
-        "m", "/data/chunk_kv", 1 << 20, None, (1, 2, 3), DEFAULT_CHECK_LAYERS, "kv", True, 4, "c"
-    )
+    settings = BlendSettings("m", "/data/chunk_kv", 1 << 20, None, (1, 2, 3), "c")
     extra = json.loads(json.dumps(settings.to_extra_config()))
     assert BlendSettings.from_extra_config(extra) == settings
     assert settings.store_dir == "/data/chunk_kv/store"

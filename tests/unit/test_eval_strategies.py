@@ -2,33 +2,36 @@ from __future__ import annotations
 
 import pytest
 
-from engine.contract import SelectionOverrides
+from engine.contract import Recipe
 from load_tests.eval.strategies import parse_mode_spec
 
+BASE = Recipe("blend", 0.3, "v", chunk_head_tokens=8)
 
-def test_plain_modes_keep_the_engine_settings() -> None:
-    assert parse_mode_spec("full").ratio == 1.0
-    assert parse_mode_spec("reuse").ratio == 0.0
+
+def test_plain_modes_keep_the_runs_recipe() -> None:
+    assert parse_mode_spec("full").recipe(BASE).ratio == 1.0
+    assert parse_mode_spec("reuse").recipe(BASE) == Recipe("reuse", 0.0, "v", chunk_head_tokens=0)
     spec = parse_mode_spec("blend@0.15")
-    assert (spec.mode, spec.ratio, spec.overrides) == ("blend", 0.15, SelectionOverrides())
+    assert (spec.mode, spec.ratio, spec.choices) == ("blend", 0.15, {})
+    assert spec.recipe(BASE) == Recipe("blend", 0.15, "v", chunk_head_tokens=8)
 
 
-def test_blend_options_become_overrides() -> None:
+def test_blend_options_become_choices_over_the_recipe() -> None:
     spec = parse_mode_spec("blend@0.1/check=1:2,3:1/heads=0/metric=kv/norm=1")
     assert spec.name == "blend@0.1/check=1:2,3:1/heads=0/metric=kv/norm=1"
-    assert spec.overrides == SelectionOverrides(
-        check_layers=((1, 2.0), (3, 1.0)), metric="kv", normalize=True, chunk_head_tokens=0
+    assert spec.recipe(BASE) == Recipe(
+        "blend", 0.1, "kv", ((1, 2.0), (3, 1.0)), chunk_head_tokens=0, normalize=True
     )
 
 
 def test_two_stage_adaptive_and_heads_only_specs() -> None:
-    assert parse_mode_spec("blend@0.1/metric=qv/pool=3").overrides == SelectionOverrides(
-        metric="qv", question_pool=3.0
-    )
-    adaptive = parse_mode_spec("blend@0.2/mass=0.5")
-    assert (adaptive.ratio, adaptive.overrides) == (0.2, SelectionOverrides(budget_mass=0.5))
-    heads_only = parse_mode_spec("blend@0/heads=16")
-    assert (heads_only.ratio, heads_only.overrides.chunk_head_tokens) == (0.0, 16)
+    two_stage = parse_mode_spec("blend@0.1/metric=qv/pool=3").recipe(BASE)
+    assert (two_stage.metric, two_stage.question_pool) == ("qv", 3.0)
+    adaptive = parse_mode_spec("blend@0.2/mass=0.5").recipe(BASE)
+    assert (adaptive.ratio, adaptive.budget_mass) == (0.2, 0.5)
+    heads_only = parse_mode_spec("blend@0/heads=16").recipe(BASE)
+    assert (heads_only.ratio, heads_only.chunk_head_tokens) == (0.0, 16)
+    assert parse_mode_spec("blend@0").recipe(BASE).chunk_head_tokens == 0
 
 
 @pytest.mark.parametrize(

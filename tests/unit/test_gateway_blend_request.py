@@ -5,7 +5,7 @@ from pydantic import ValidationError
 
 from engine.contract import ChunkSpan
 from gateway.openai.protocol import BlendOptions
-from gateway.rag.blending import blend_request, blend_summary
+from gateway.rag.blending import blend_plan, blend_summary
 from gateway.rag.chunked_prompt import ChunkedPrompt
 from gateway.settings import Settings
 
@@ -14,28 +14,41 @@ SETTINGS = Settings(model="m", blend_in_context_metric="probe", blend_metric="v"
 
 
 def test_the_recipe_follows_where_the_chunks_were_computed() -> None:
-    behind_prefix = blend_request(PROMPT, None, SETTINGS, blending=True).plan
-    in_context = blend_request(PROMPT, None, SETTINGS, blending=True, in_context=True).plan
-    assert (behind_prefix.recompute_ratio, behind_prefix.overrides.metric) == (
+    behind_prefix = blend_plan(PROMPT, None, SETTINGS, blending=True).recipe
+    in_context = blend_plan(PROMPT, None, SETTINGS, blending=True, in_context=True).recipe
+    assert (behind_prefix.recompute_ratio, behind_prefix.metric) == (
         SETTINGS.blend_recompute_ratio,
         "v",
     )
-    assert (in_context.recompute_ratio, in_context.overrides.metric) == (
+    assert (in_context.recompute_ratio, in_context.metric) == (
         SETTINGS.blend_in_context_ratio,
         "probe",
     )
+    assert behind_prefix.chunk_head_tokens == in_context.chunk_head_tokens == 8
 
 
 def test_a_request_may_choose_its_ratio_and_metric() -> None:
     options = BlendOptions(recompute_ratio=0.3, metric="v")
-    plan = blend_request(PROMPT, options, SETTINGS, blending=True, in_context=True).plan
-    assert (plan.mode, plan.recompute_ratio, plan.overrides.metric) == ("blend", 0.3, "v")
+    plan = blend_plan(PROMPT, options, SETTINGS, blending=True, in_context=True)
+    assert (plan.recipe.mode, plan.recipe.recompute_ratio, plan.recipe.metric) == (
+        "blend",
+        0.3,
+        "v",
+    )
     assert blend_summary(plan, None, 40, 0)["metric"] == "v"
 
 
+def test_a_request_that_reuses_recomputes_no_chunk_heads_over_a_server_that_blends() -> None:
+    reuse = blend_plan(PROMPT, BlendOptions(mode="reuse"), SETTINGS, blending=True).recipe
+    assert (reuse.mode, reuse.ratio, reuse.chunk_head_tokens) == ("reuse", 0.0, 0)
+    server_reuses = Settings(model="m", blend_mode="reuse")
+    blend = blend_plan(PROMPT, BlendOptions(mode="blend"), server_reuses, blending=True).recipe
+    assert (blend.mode, blend.chunk_head_tokens) == ("blend", 8)
+
+
 def test_an_engine_that_cannot_blend_makes_every_request_full() -> None:
-    plan = blend_request(PROMPT, BlendOptions(mode="blend"), SETTINGS, blending=False).plan
-    assert plan.mode == "full"
+    plan = blend_plan(PROMPT, BlendOptions(mode="blend"), SETTINGS, blending=False)
+    assert plan.recipe.mode == "full" and plan.cache_salt is None
     assert "metric" not in blend_summary(plan, None, 40, 0)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from gateway.blend_settings import BlendRecipe
+from engine.contract import Recipe
 from gateway.rag.chunk_context import NeighbourContext
 from gateway.rag.chunked_prompt import chunk_separator
 from gateway.settings import Settings
@@ -222,13 +222,17 @@ def test_neighbour_contexts_take_the_place_of_the_neutral_passages():
 
 def test_requests_take_the_recipe_of_their_chunks_context(monkeypatch: pytest.MonkeyPatch):
     settings = Settings()
-    assert settings.blend_recipe(in_context=True) == BlendRecipe(0.15, "probe")
-    assert settings.blend_recipe(in_context=False) == BlendRecipe(0.3, "v")
+    assert _ratio_and_metric(settings.blend_recipe(in_context=True)) == (0.15, "probe")
+    assert _ratio_and_metric(settings.blend_recipe(in_context=False)) == (0.3, "v")
     monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_RATIO", "0.2")
     monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_METRIC", "qv")
     monkeypatch.setenv("RAGBLEND_BLEND_RECOMPUTE_RATIO", "0.5")
-    assert Settings().blend_recipe(in_context=True) == BlendRecipe(0.2, "qv")
-    assert Settings().blend_recipe(in_context=False) == BlendRecipe(0.5, "v")
+    assert _ratio_and_metric(Settings().blend_recipe(in_context=True)) == (0.2, "qv")
+    assert _ratio_and_metric(Settings().blend_recipe(in_context=False)) == (0.5, "v")
     monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_METRIC", "q")
     with pytest.raises(ValidationError, match="blend_in_context_metric"):
         Settings()
+
+
+def _ratio_and_metric(recipe: Recipe) -> tuple[float, str]:
+    return recipe.recompute_ratio, recipe.metric

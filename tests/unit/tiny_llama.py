@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from engine.blend.rope import RopeSpec
+from engine.contract import Recipe
 
 HEADS, KV_HEADS, HEAD_DIM, LAYERS = 4, 2, 16, 4
 
@@ -70,3 +73,9 @@ class HFAdapter:
         block = self.model.layers[layer]
         residual = residual + block.self_attn.o_proj(attention)
         return block.mlp(block.post_attention_layernorm(residual)), residual
+
+
+def blend_at(ratio: float, **choices: Any) -> Recipe:
+    """A blend recipe recomputing ``ratio`` of the chunk tokens, with no chunk heads unless
+    chosen: the maths tests measure the selection alone."""
+    return Recipe(recompute_ratio=ratio, **{"chunk_head_tokens": 0, **choices})
