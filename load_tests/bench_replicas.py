@@ -2,15 +2,15 @@
 
     nice -n 10 .venv/bin/python -m load_tests.bench_replicas --duration 60
 
-Each phase (1 replica, then 2) gets a fresh PostgreSQL cluster (tests/postgres_server.py) and a
-fresh Redis; its replicas serve SmolLM2 from data dirs of their own, share the library through
-RAGBLEND_DATABASE_URL and chunk KV through the Redis tier, and sit behind Debian's nginx running
-docker/nginx.conf (load_tests/nginx_front.py). The RAG load test (load_tests/rag_load.py, blend
-mode) runs through the front. Per phase: requests/s, TTFT, how requests split over the replicas,
-the chunk hit ratio, and the cross-replica hits: chunks a replica read from Redis because another
-replica had computed them (its own are on its own disk). With 2 replicas it then ingests fresh
-documents on A directly and asks B until B's own index cites each (visible) and until B's answer
-reuses its chunk KV (first hit). Writes one JSON file and prints a summary.
+Each phase (1 replica, then 2) gets a fresh PostgreSQL cluster (load_tests/postgres_launcher.py)
+and a fresh Redis; its replicas serve SmolLM2 from data dirs of their own, share the library
+through RAGBLEND_DATABASE_URL and chunk KV through the Redis tier, and sit behind Debian's nginx
+running docker/nginx.conf (load_tests/nginx_front.py). The RAG load test (load_tests/rag_load.py,
+blend mode) runs through the front. Per phase: requests/s, TTFT, how requests split over the
+replicas, the chunk hit ratio, and the cross-replica hits: chunks a replica read from Redis because
+another replica had computed them (its own are on its own disk). With 2 replicas it then ingests
+fresh documents on A directly and asks B until B's own index cites each (visible) and until B's
+answer reuses its chunk KV (first hit). Writes one JSON file and prints a summary.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 import httpx
 
 from load_tests.nginx_front import running_front
+from load_tests.postgres_launcher import running_postgres
 from load_tests.redis_launcher import running_redis
 from load_tests.replica_launcher import REPO, Replica, running_replicas
-from tests.postgres_server import running_postgres
 
 COUNTERS = {
     "chunk_hits": ("ragblend_blend_chunks", {"result": "hit"}),
