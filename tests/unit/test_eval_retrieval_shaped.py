@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from load_tests.eval.prompts import MultiChunkItem
 from load_tests.eval.passage_library import PassageLibrary, retrieved_items
+from load_tests.eval.prompts import MultiChunkItem
 from retriever.index import VectorIndex
 
 ANGLES = {"north": 0.0, "north-east": 0.4, "east": 1.5, "south": 3.1, "west": 4.6}
