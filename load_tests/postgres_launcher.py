@@ -111,9 +111,7 @@ class PostgresServer:
         )  # fmt: skip
         with self.log_path.open("ab") as log:
             # cwd: the system user may not be allowed into the folder the tests run from
-            self.process = subprocess.Popen(
-                command, stdout=log, stderr=log, cwd=self.directory
-            )
+            self.process = subprocess.Popen(command, stdout=log, stderr=log, cwd=self.directory)
         self._wait_ready("postgres")
         if first:
             with psycopg.connect(self._url_of("postgres"), autocommit=True) as connection:
