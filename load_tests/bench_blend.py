@@ -34,7 +34,7 @@ from typing import Any
 
 from load_tests.bench_tiers import ALL_MODES, PHASES, TierPhase, measure_disk, measure_redis
 from load_tests.eval.strategies import ModeSpec, parse_mode_spec
-from load_tests.report import output_path
+from load_tests.report import output_path, scratch
 
 MODES = ALL_MODES
 """The modes timed by default."""
@@ -202,7 +202,7 @@ def parse_modes(text: str) -> list[str]:
     return names
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     parser.add_argument("--models-dir", default="data/models")
@@ -211,10 +211,14 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=5)
     parser.add_argument("--phases", type=parse_phases, default=list(PHASES))
     parser.add_argument("--modes", type=parse_modes, default=list(MODES), help="a subset")
-    parser.add_argument("--out", default="docs/bench/blend_ttft")
+    parser.add_argument("--out", default=scratch("blend_ttft"), help="<out>.json, <out>.png")
     parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--phase-output", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     if args.phase:
         with tempfile.TemporaryDirectory(prefix="bench-engine-") as workdir:
             result = asyncio.run(_phase(args, args.phase, Path(workdir)))

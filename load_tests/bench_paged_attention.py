@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from load_tests.report import output_path
+from load_tests.report import output_path, scratch
 
 BLOCK = 128
 
@@ -118,7 +118,8 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``parse_args([...])`` also gives callers the defaults."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=3200, help="prompt length")
     parser.add_argument("--share", type=float, default=0.12, help="share of tokens recomputed")
@@ -127,7 +128,12 @@ def main() -> int:
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="docs/bench/paged_attention")
+    parser.add_argument("--out", default=scratch("paged_attention"), help="<out>.json")
+    return parser
+
+
+def main() -> int:
+    parser = build_parser()
     args = parser.parse_args()
     if not 0 < args.share <= 1 or args.tokens < 32:
         parser.error("--share must be in (0, 1] and --tokens at least 32")
@@ -140,6 +146,7 @@ def main() -> int:
             f"{row['mean_position']:9.3f} {row['us_per_query']:9.2f} {row['vs_full']:8.2f}"
         )
     path = output_path(Path(args.out), ".json")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"settings": vars(args), "rows": rows}, indent=2))
     return 0
 

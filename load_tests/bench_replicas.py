@@ -2,15 +2,15 @@
 
     nice -n 10 .venv/bin/python -m load_tests.bench_replicas --duration 60
 
-Each phase (1 replica, then 2) gets a fresh PostgreSQL cluster (tests/postgres_server.py) and a
-fresh Redis; its replicas serve SmolLM2 from data dirs of their own, share the library through
-RAGBLEND_DATABASE_URL and chunk KV through the Redis tier, and sit behind Debian's nginx running
-docker/nginx.conf (load_tests/nginx_front.py). The RAG load test (load_tests/rag_load.py, blend
-mode) runs through the front. Per phase: requests/s, TTFT, how requests split over the replicas,
-the chunk hit ratio, and the cross-replica hits: chunks a replica read from Redis because another
-replica had computed them (its own are on its own disk). With 2 replicas it then ingests fresh
-documents on A directly and asks B until B's own index cites each (visible) and until B's answer
-reuses its chunk KV (first hit). Writes one JSON file and prints a summary.
+Each phase (1 replica, then 2) gets a fresh PostgreSQL cluster (load_tests/postgres_launcher.py)
+and a fresh Redis; its replicas serve SmolLM2 from data dirs of their own, share the library
+through RAGBLEND_DATABASE_URL and chunk KV through the Redis tier, and sit behind Debian's nginx
+running docker/nginx.conf (load_tests/nginx_front.py). The RAG load test (load_tests/rag_load.py,
+blend mode) runs through the front. Per phase: requests/s, TTFT, how requests split over the
+replicas, the chunk hit ratio, and the cross-replica hits: chunks a replica read from Redis because
+another replica had computed them (its own are on its own disk). With 2 replicas it then ingests
+fresh documents on A directly and asks B until B's own index cites each (visible) and until B's
+answer reuses its chunk KV (first hit). Writes one JSON file and prints a summary.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from typing import Any
 import httpx
 
 from load_tests.nginx_front import running_front
+from load_tests.postgres_launcher import running_postgres
 from load_tests.redis_launcher import running_redis
 from load_tests.replica_launcher import REPO, Replica, running_replicas
-from tests.postgres_server import running_postgres
+from load_tests.report import RESULTS_DIR
 
 COUNTERS = {
     "chunk_hits": ("ragblend_blend_chunks", {"result": "hit"}),
@@ -159,7 +160,8 @@ def summary(phases: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``parse_args([...])`` also gives callers the defaults."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", default="1,2", help="phases, e.g. 1,2")
     parser.add_argument("--documents", type=int, default=24)
@@ -170,8 +172,12 @@ def main() -> int:
         "--follow", type=int, default=5, help="documents timed from A to B (at most 5)"
     )
     parser.add_argument("--models-dir", type=Path, default=REPO / "data" / "models")
-    parser.add_argument("--json-out", type=Path, default=REPO / "load_tests/results/replicas.json")
-    args = parser.parse_args()
+    parser.add_argument("--json-out", type=Path, default=REPO / RESULTS_DIR / "replicas.json")
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     phases = []
     for count in (int(part) for part in args.replicas.split(",")):
         with tempfile.TemporaryDirectory(prefix=f"ragblend-replicas-{count}-") as folder:

@@ -3,7 +3,7 @@
     python -m load_tests.bench_sweep [--model qwen2.5-coder-0.5b-instruct]
         [--contexts 1024,2048,4096,8192] [--chunk-counts 2,4,8]
         [--modes full,reuse,blend@0.15,blend@0.1/metric=probe] [--requests 3]
-        [--out docs/bench/ttft_sweep]
+        [--out load_tests/results/ttft_sweep]
 
 A grid point is a context length L and a chunk count c: prompts are the fixed prefix, c chunks of
 L // c tokens in a new order, and a question. A warm blended request stores each point's chunks
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from load_tests.bench_blend import mode_summary, parse_modes, time_to_first_token
-from load_tests.report import output_path
+from load_tests.report import output_path, scratch
 
 MIN_CHUNK_TOKENS = 16
 QUESTION_MARGIN_TOKENS = 512  # the prefix and the question, on top of the largest context
@@ -102,7 +102,8 @@ def _ints(text: str) -> list[int]:
     return [int(item) for item in text.split(",")]
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``parse_args([...])`` also gives callers the defaults."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     parser.add_argument("--models-dir", default="data/models")
@@ -110,7 +111,12 @@ def main() -> int:
     parser.add_argument("--chunk-counts", type=_ints, default=[2, 4, 8])
     parser.add_argument("--modes", type=parse_modes, default=["full", "reuse", "blend@0.15"])
     parser.add_argument("--requests", type=int, default=3)
-    parser.add_argument("--out", default="docs/bench/ttft_sweep")
+    parser.add_argument("--out", default=scratch("ttft_sweep"), help="<out>.json and two PNGs")
+    return parser
+
+
+def main() -> int:
+    parser = build_parser()
     args = parser.parse_args()
     grid = sweep_grid(args.contexts, args.chunk_counts)
     if not grid:

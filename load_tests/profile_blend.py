@@ -23,7 +23,7 @@ from typing import Any
 
 from load_tests.bench_blend import first_token, parse_modes
 from load_tests.bench_sweep import QUESTION_MARGIN_TOKENS
-from load_tests.report import output_path
+from load_tests.report import output_path, scratch
 
 PROJECT_FUNCTION = re.compile(r"(?:^|/)(engine/[\w/]+\.py)\(\d+\): (\w+)")
 STEP_FUNCTION = "gpu_model_runner.py(", "): execute_model"
@@ -129,7 +129,8 @@ def print_table(rows: list[dict[str, Any]], top: int) -> None:
             print(f"  {per_request:10.1f} {per_token:10.1f}  {row['name']}")
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``parse_args([...])`` also gives callers the defaults."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     parser.add_argument("--models-dir", default="data/models")
@@ -138,14 +139,18 @@ def main() -> int:
     parser.add_argument("--modes", type=parse_modes, default=["full", "blend@0.12/metric=probe"])
     parser.add_argument("--requests", type=int, default=2)
     parser.add_argument("--top", type=int, default=30, help="rows printed per mode")
-    parser.add_argument("--out", default="docs/bench/profile_blend")
-    args = parser.parse_args()
+    parser.add_argument("--out", default=scratch("profile_blend"), help="<out>.json")
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     with tempfile.TemporaryDirectory(prefix="profile-blend-") as workdir:
         rows = asyncio.run(_profile(args, Path(workdir)))
     print_table(rows, args.top)
-    output_path(args.out, ".json").write_text(
-        json.dumps({"settings": vars(args), "rows": rows}, indent=2)
-    )
+    out = output_path(args.out, ".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"settings": vars(args), "rows": rows}, indent=2))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Presentation of a load-test summary: an aligned text table and a JSON document."""
+"""Presentation of a benchmark's results: where they go, an aligned text table, a JSON document."""
 
 from __future__ import annotations
 
@@ -11,6 +11,14 @@ from typing import Any
 from load_tests.stats import LoadSummary
 
 NOT_MEASURED = "n/a"
+RESULTS_DIR = Path("load_tests/results")
+"""Where a benchmark writes unless ``--out`` says otherwise: git ignores it, so a run never
+overwrites a published result; publishing one is an explicit ``--out docs/bench/<name>``."""
+
+
+def scratch(name: str) -> str:
+    """The default ``--out`` of a benchmark: ``name`` in the scratch folder ``RESULTS_DIR``."""
+    return str(RESULTS_DIR / name)
 
 
 def output_path(stem: str | Path, suffix: str) -> Path:

@@ -34,7 +34,8 @@ from engine.kvstore.mac import EntryMac
 from engine.kvstore.secret import load_or_create_secret
 from gateway.cli.client_commands import connect, served_model
 from load_tests.eval.fetch import DEFAULT_CACHE
-from load_tests.eval.server_gap import EvalDataMissing, held_out_items
+from load_tests.eval.server_gap import load_held_out
+from load_tests.report import output_path, scratch
 
 INGEST_BATCH = 50
 SETTLE_SECONDS = 10.0
@@ -122,7 +123,8 @@ def wait_for_writes(store_dir: Path) -> int:
         time.sleep(1)
 
 
-def run(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``parse_args([...])`` also gives callers the defaults."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True, help="a server (RAGBLEND_CHUNK_CACHE_FORMAT=raw)")
     parser.add_argument("--data-dir", required=True, type=Path, help="that server's data dir")
@@ -130,12 +132,16 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=200, help="held-out items to store")
     parser.add_argument("--data", default=str(DEFAULT_CACHE), help="BIG-bench cache (fetch.py)")
     parser.add_argument("--api-key", help="bearer key, if the server requires one")
-    parser.add_argument("--out", default="docs/bench/format_exact_lossless", help="<out>.json")
-    args = parser.parse_args(argv)
-    try:
-        items = held_out_items(Path(args.data), args.items)
-    except EvalDataMissing as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    parser.add_argument("--out", default=scratch("format_exact_lossless"), help="<out>.json")
+    return parser
+
+
+def run(argv: list[str] | None = None) -> int:
+    """The command line; exit status 1 when the evaluation data is missing, 2 when an entry's
+    round trip is not bit for bit."""
+    args = build_parser().parse_args(argv)
+    items = load_held_out(args.data, args.items)
+    if items is None:
         return 1
     with connect(args.url, args.api_key) as client:
         model = served_model(client)
@@ -149,7 +155,9 @@ def run(argv: list[str] | None = None) -> int:
     )
     print({key: value for key, value in result.items() if key != "differing"})
     document = {"settings": {"items": args.items, "format": args.format, "model": model}, **result}
-    Path(f"{args.out}.json").write_text(json.dumps(document, indent=2) + "\n")
+    out = output_path(args.out, ".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2) + "\n")
     return 0 if not result["differing"] else 2
 
 

@@ -32,21 +32,22 @@ from load_tests.eval.fetch import DEFAULT_CACHE
 from load_tests.eval.metrics import agreement, f1, mean_ci95, paired_diff_ci95
 from load_tests.eval.prompts import MultiChunkItem
 from load_tests.eval.server_gap import (
-    EvalDataMissing,
     Interval,
     Reply,
     complete,
     completion_body,
-    held_out_items,
+    load_held_out,
+    reused_share,
     warmup_body,
 )
+from load_tests.eval.server_stores import store_counters, stored_entries
+from load_tests.report import output_path, scratch
 
 COMPRESSED_FORMATS = ("int8", "lossless")
 COMPARED_MODES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("blend@default", {"mode": "blend"}),
     ("reuse", {"mode": "reuse"}),
 )
-STORE_STATS = ("hits", "misses", "pending_hits", "recomputed_instead")
 Replies = dict[str, dict[str, list[Reply]]]
 """format -> mode -> one reply per finished item, in item order."""
 
@@ -142,44 +143,10 @@ def summarize(replies: Replies, golds: list[list[str]], compressed: str) -> list
                 compressed_f1=mean_ci95(other_f1),
                 compressed_minus_raw=paired_diff_ci95(other_f1, raw_f1),
                 agreement=agreement([r.answer for r in other], [r.answer for r in raw]),
-                reused={name: _reused_share(replies[name][mode]) for name in replies},
+                reused={name: round(reused_share(replies[name][mode]), 4) for name in replies},
             )
         )
     return rows
-
-
-def _reused_share(replies: list[Reply]) -> float:
-    prompt_tokens = sum(reply.prompt_tokens for reply in replies)
-    return round(sum(reply.reused_tokens for reply in replies) / max(1, prompt_tokens), 4)
-
-
-def store_counters(client: httpx.Client) -> dict[str, float]:
-    """The server's chunk-store counters from /metrics, as ``<tier>_<stat>``; none if it is gone."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    try:
-        reply = client.get("/metrics")
-        reply.raise_for_status()
-    except httpx.HTTPError as error:
-        print(f"no chunk-store counters from {client.base_url}: {error!r}", file=sys.stderr)
-        return {}
-    counters = {}
-    for family in text_string_to_metric_families(reply.text):
-        stat = family.name.removeprefix("ragblend_chunk_store_")
-        if stat in STORE_STATS and family.name != stat:
-            for sample in family.samples:
-                if sample.name.endswith("_total"):
-                    counters[f"{sample.labels['tier']}_{stat}"] = sample.value
-    return counters
-
-
-def stored_entries(data_dir: Path) -> dict[str, Any]:
-    """Bytes per token of the entries in a server's disk tier, read back and verified."""
-    from engine.kvstore.secret import load_or_create_secret
-    from load_tests.bench_tiers import measure_disk
-
-    chunk_kv = data_dir / "chunk_kv"
-    return measure_disk(chunk_kv / "store", load_or_create_secret(chunk_kv / "secret")).to_dict()
 
 
 def print_rows(rows: list[FormatRow]) -> None:
@@ -195,8 +162,8 @@ def print_rows(rows: list[FormatRow]) -> None:
         )
 
 
-def run(argv: list[str] | None = None) -> int:
-    """The command line; exit status 1 when the evaluation data is missing or no item was done."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``parse_args([...])`` also gives callers the defaults."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--raw-url", required=True, help="server with CHUNK_CACHE_FORMAT=raw")
     parser.add_argument("--compressed-url", "--int8-url", required=True, help="its server")
@@ -208,17 +175,20 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dirs", nargs=2, metavar=("RAW", "OTHER"), help="servers' data")
     parser.add_argument(
         "--out",
-        default="docs/bench/format_gap_int8",
+        default=scratch("format_gap_int8"),
         help="<out>.items.jsonl: every answer, appended per item (a rerun resumes); "
         "<out>.json: the comparison",
     )
-    args = parser.parse_args(argv)
-    try:
-        items = held_out_items(Path(args.data), args.items)
-    except EvalDataMissing as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    return parser
+
+
+def run(argv: list[str] | None = None) -> int:
+    """The command line; exit status 1 when the evaluation data is missing or no item was done."""
+    args = build_parser().parse_args(argv)
+    items = load_held_out(args.data, args.items)
+    if items is None:
         return 1
-    record = Path(f"{args.out}.items.jsonl")
+    record = output_path(args.out, ".items.jsonl")
     record.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + 60 * (args.budget_minutes or float("inf"))
     formats = ("raw", args.compressed)
@@ -251,7 +221,7 @@ def run(argv: list[str] | None = None) -> int:
         "store": counters,
         "stored": stored,
     }
-    Path(f"{args.out}.json").write_text(json.dumps(document, indent=2) + "\n")
+    output_path(args.out, ".json").write_text(json.dumps(document, indent=2) + "\n")
     return 0
 
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from load_tests.report import output_path
+from load_tests.report import output_path, scratch
 
 
 def frontier(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -112,13 +112,18 @@ def plot(panels: list[tuple[str, list[dict[str, Any]]]], path: Path) -> None:
     plt.close(figure)
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``parse_args([...])`` also gives callers the defaults."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="+", help="JSON files from load_tests.eval.quality")
-    parser.add_argument("--out", default="docs/bench/frontier")
+    parser.add_argument("--out", default=scratch("frontier"), help="<out>.png")
     parser.add_argument("--speed", help="a load_tests.bench_sweep JSON: speed-ups from there")
     parser.add_argument("--context", type=int, default=3072, help="the --speed context length")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     sweep = json.loads(Path(args.speed).read_text()) if args.speed else None
     panels: dict[str, list[dict[str, Any]]] = {}
     for name in args.results:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -31,18 +30,20 @@ from pathlib import Path
 from typing import Any, get_args
 
 from gateway.rag.chunked_prompt import PrefixKind
+from load_tests.eval.quality_rows import print_rows, summarize
 from load_tests.eval.strategies import ModeSpec, parse_mode_spec
 from load_tests.eval.summaries import DEFAULT_CHUNK_WORDS, DEFAULT_CHUNKS
-from load_tests.eval.tasks import SCORE_LABELS, TASKS, EvalTask
-from load_tests.report import output_path
+from load_tests.eval.tasks import TASKS, EvalTask
+from load_tests.report import output_path, scratch
 
 DEFAULT_MODES = ["full", "reuse", "blend@0.05", "blend@0.1", "blend@0.15", "blend@0.3"]
 
 
-async def _answer(
+async def answer(
     setup: Any, ids: list[int], spans: Any, spec: ModeSpec, task: EvalTask, salt: str
 ) -> tuple[str, float, float | None]:
-    """The answer, its TTFT and the share of chunk tokens recomputed for it (None: unknown)."""
+    """The answer to the prompt ``ids`` (chunks at ``spans``) in mode ``spec``, its TTFT and the
+    share of chunk tokens recomputed for it (None: unknown). Shared with ``retrieval_shaped``."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
@@ -71,7 +72,8 @@ async def _answer(
     return text.strip(), (first or time.perf_counter()) - started, share
 
 
-def _prompt(setup: Any, task: EvalTask, item: Any) -> tuple[list[int], Any]:
+def prompt(setup: Any, task: EvalTask, item: Any) -> tuple[list[int], Any]:
+    """The item's prompt as ``task`` words it: its token ids and the spans of its chunks."""
     from gateway.openai.protocol import ChatMessage
     from gateway.rag.chunked_prompt import chat_with_chunks, completion_with_chunks, document_chunks
 
@@ -79,10 +81,10 @@ def _prompt(setup: Any, task: EvalTask, item: Any) -> tuple[list[int], Any]:
     text = task.prompt_text(item)
     if task.chat:
         turn = [ChatMessage(role="user", content=text)]
-        prompt = chat_with_chunks(turn, chunks, setup.tokenizer)
+        chunked = chat_with_chunks(turn, chunks, setup.tokenizer)
     else:
-        prompt = completion_with_chunks(text, chunks, setup.tokenizer)
-    return prompt.token_ids, prompt.spans
+        chunked = completion_with_chunks(text, chunks, setup.tokenizer)
+    return chunked.token_ids, chunked.spans
 
 
 async def evaluate(
@@ -108,10 +110,10 @@ async def evaluate(
             continue
         for chunk in document_chunks(item.documents, setup.tokenizer).token_ids:
             await cache.precompute(chunk)  # stored before timing; a stored one is a hit
-        ids, spans = _prompt(setup, task, item)
+        ids, spans = prompt(setup, task, item)
         for spec in specs:
             salt = f"{spec.name}-{index}"
-            text, ttft, share = await _answer(setup, ids, spans, spec, task, salt)
+            text, ttft, share = await answer(setup, ids, spans, spec, task, salt)
             records[spec.name].append(
                 {
                     "id": item.id,
@@ -131,61 +133,6 @@ async def evaluate(
         if after_item is not None:
             after_item(records)
     return records
-
-
-def summarize(records: dict[str, list[dict]], scores: tuple[str, ...]) -> list[dict[str, Any]]:
-    """One row per mode; ``scores[0]`` gets a 95% interval and a paired gap to full, the rest
-    means; the mean recomputed share where the records have one."""
-    from load_tests.eval.metrics import agreement, mean_ci95, paired_diff_ci95
-
-    key, *others = scores
-    full = records.get("full")
-    full_ttft = statistics.median(r["ttft_s"] for r in full) if full else None
-    rows = []
-    for mode, results in records.items():
-        mean, low, high = mean_ci95([r[key] for r in results])
-        ttft = statistics.median(r["ttft_s"] for r in results)
-        row = {
-            "mode": mode,
-            key: round(mean, 4),
-            f"{key}_ci95": [round(low, 4), round(high, 4)],
-            **{other: round(statistics.mean(r[other] for r in results), 4) for other in others},
-            "median_ttft_s": round(ttft, 4),
-        }
-        shares = [r["recomputed_share"] for r in results if r.get("recomputed_share") is not None]
-        if shares:  # of the answers whose statistics arrived
-            row["recomputed_share"] = round(statistics.mean(shares), 4)
-        if full:
-            row["agree_with_full"] = round(
-                agreement([r["answer"] for r in results], [r["answer"] for r in full]), 4
-            )
-            row[f"{key}_gap_to_full"] = round(mean - statistics.mean(r[key] for r in full), 4)
-            _, low, high = paired_diff_ci95([r[key] for r in results], [r[key] for r in full])
-            row[f"{key}_gap_ci95"] = [round(low, 4), round(high, 4)]
-            row["speedup_vs_full"] = round(full_ttft / ttft, 2)
-        rows.append(row)
-    return rows
-
-
-def print_rows(rows: list[dict[str, Any]], scores: tuple[str, ...]) -> None:
-    key, *others = scores
-    width = max(12, *(len(row["mode"]) for row in rows))
-    extra = "".join(f" {SCORE_LABELS[other]:>7}" for other in others)
-    print(
-        f"{'mode':{width}} {SCORE_LABELS[key]:>7} {'95% CI':>15}{extra} {'gap':>7} "
-        f"{'paired 95% CI':>17} {'agree':>6} {'share':>6} {'TTFT':>8} {'speed':>6}"
-    )
-    for row in rows:
-        low, high = row[f"{key}_ci95"]
-        gap_low, gap_high = row.get(f"{key}_gap_ci95", (0.0, 0.0))
-        means = "".join(f" {row[other]:>7.3f}" for other in others)
-        print(
-            f"{row['mode']:{width}} {row[key]:>7.3f} {f'[{low:.3f}, {high:.3f}]':>15}{means} "
-            f"{row.get(f'{key}_gap_to_full', 0.0):>+7.3f} "
-            f"{f'[{gap_low:+.3f}, {gap_high:+.3f}]':>17} "
-            f"{row.get('agree_with_full', 1.0):>6.2f} {row.get('recomputed_share', 1.0):>6.3f} "
-            f"{row['median_ttft_s']:>7.3f}s {row.get('speedup_vs_full', 1.0):>5.2f}x"
-        )
 
 
 def load_items(args: argparse.Namespace) -> list[Any]:
@@ -230,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="passages",
         help="what chunks are precomputed behind (RAGBLEND_CHUNK_PREFIX)",
     )
-    parser.add_argument("--out", default="docs/bench/quality")
+    parser.add_argument("--out", default=scratch("quality"), help="<out>.json")
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -239,11 +186,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def start_eval_engine(args: argparse.Namespace, workdir: Path, **options: Any) -> Any:
+    """The in-process engine ``build_parser``'s options ask for, its chunk store in ``workdir``;
+    ``options`` go to ``start_engine`` as they are. Shared with ``retrieval_shaped``."""
+    from engine.contract import Recipe, parse_check_layers
+    from load_tests.engine_setup import start_engine
+
+    return start_engine(
+        args.model,
+        Path(args.models_dir),
+        workdir,
+        max_model_len=8192,
+        prefix_kind=args.chunk_prefix,
+        kv_cache_gib=args.kv_cache_gib,
+        recipe=Recipe(
+            metric=args.metric,
+            check_layers=parse_check_layers(args.check_layers),
+            chunk_head_tokens=args.head_tokens,
+        ),
+        **options,
+    )
+
+
 def main() -> int:
     args = build_parser().parse_args()
 
-    from engine.contract import Recipe, parse_check_layers
-    from load_tests.engine_setup import start_engine
     from load_tests.eval.fetch import fetch_bigbench
 
     fetch_bigbench(Path(args.data))
@@ -264,19 +231,7 @@ def main() -> int:
         return rows
 
     with tempfile.TemporaryDirectory(prefix="quality-") as workdir:
-        setup = start_engine(
-            args.model,
-            Path(args.models_dir),
-            Path(workdir),
-            max_model_len=8192,
-            prefix_kind=args.chunk_prefix,
-            kv_cache_gib=args.kv_cache_gib,
-            recipe=Recipe(
-                metric=args.metric,
-                check_layers=parse_check_layers(args.check_layers),
-                chunk_head_tokens=args.head_tokens,
-            ),
-        )
+        setup = start_eval_engine(args, Path(workdir))
         records = asyncio.run(evaluate(setup, items, modes, task, write, earlier))
         setup.engine.shutdown()
     print_rows(write(records), task.scores)

@@ -25,69 +25,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from load_tests.eval.prompts import MultiChunkItem
-from load_tests.eval.quality import _answer, _prompt, build_parser, load_items, summarize
+from load_tests.eval.passage_library import PassageLibrary, retrieved, retrieved_items
+from load_tests.eval.quality import answer, build_parser, load_items, prompt, start_eval_engine
+from load_tests.eval.quality_rows import summarize
 from load_tests.eval.strategies import parse_mode_spec
 from load_tests.eval.tasks import TASKS, EvalTask
-from load_tests.report import output_path
+from load_tests.report import output_path, scratch
 
 VARIANTS = ("passages", "neighbours")
-
-
-@dataclasses.dataclass
-class PassageLibrary:
-    """Every distinct document of the items and a flat index of their embeddings."""
-
-    passages: list[str]
-    index: Any  # retriever.index.VectorIndex, ids = positions in ``passages``
-
-    @classmethod
-    def of(cls, items: list[Any], embedder: Any) -> PassageLibrary:
-        from retriever.index import VectorIndex
-
-        passages = list(dict.fromkeys(doc for item in items for doc in item.documents))
-        vectors = embedder.embed(passages)
-        index = VectorIndex(vectors.shape[1])
-        index.add(range(len(passages)), vectors)
-        return cls(passages, index)
-
-    def retrieve(self, query: np.ndarray, k: int) -> list[int]:
-        """The ``k`` passages nearest ``query``, least similar first (the best one last)."""
-        return [pid for pid, _ in self.index.search(query, k)][::-1]
-
-    def neighbours(self, pid: int, k: int) -> list[int]:
-        """The ``k`` passages nearest passage ``pid`` but itself, most similar last (as the
-        library's precompute orders a chunk's neighbour context)."""
-        from retriever.neighbours import context_order, nearest_chunks
-
-        return context_order(nearest_chunks(self.index, pid, k) or [])
-
-
-def retrieved_items(items: list[Any], library: PassageLibrary, embedder: Any, k: int) -> list[Any]:
-    """Each item with its retrieved passages as documents; ``gold_index`` -1 when the gold
-    passage was not retrieved."""
-    queries = embedder.embed([item.question for item in items])
-    shaped = []
-    for item, query in zip(items, queries, strict=True):
-        documents = [library.passages[pid] for pid in library.retrieve(query, k)]
-        gold = item.documents[item.gold_index]
-        gold_index = documents.index(gold) if gold in documents else -1
-        shaped.append(dataclasses.replace(item, documents=documents, gold_index=gold_index))
-    return shaped
-
-
-def retrieved(item: Any) -> bool:
-    """A QA item's documents were retrieved by its question; a summary keeps its own chunks."""
-    return isinstance(item, MultiChunkItem)
 
 
 async def precompute_variant(
@@ -145,12 +96,12 @@ async def ask_batch(
 ) -> None:
     """Every mode on every item of ``batch`` (items ``start``...), added to ``records``."""
     for index, item in enumerate(batch, start):
-        ids, spans = _prompt(setup, task, item)
+        ids, spans = prompt(setup, task, item)
         for spec in specs:
             name = spec.name if spec.mode == "full" else f"{variant}:{spec.name}"
             if name in records and len(records[name]) > index:
                 continue  # full prefill, already asked with the first variant
-            text, ttft, share = await _answer(setup, ids, spans, spec, task, f"{name}-{index}")
+            text, ttft, share = await answer(setup, ids, spans, spec, task, f"{name}-{index}")
             records.setdefault(name, []).append(
                 {
                     "id": item.id,
@@ -226,7 +177,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--batch-items", type=int, default=25, help="items per round of every variant"
     )
-    parser.set_defaults(out="docs/bench/neighbours_kc_tune_0.5b")
+    parser.set_defaults(out=scratch("neighbours"))
     args = parser.parse_args(argv)
     if args.chunk_prefix != "passages":
         parser.error("neighbour contexts take the place of --chunk-prefix passages' passages")
@@ -236,8 +187,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
 
-    from engine.contract import Recipe, parse_check_layers
-    from load_tests.engine_setup import start_engine
     from load_tests.eval.fetch import fetch_bigbench
     from retriever.embed import Embedder
 
@@ -251,20 +200,7 @@ def main() -> int:
     print(f"library: {len(library.passages)} passages, {len(items)} items", file=sys.stderr)
     records = finished_records(args, items)
     with tempfile.TemporaryDirectory(prefix="retrieval-shaped-") as workdir:
-        setup = start_engine(
-            args.model,
-            Path(args.models_dir),
-            Path(workdir),
-            max_model_len=8192,
-            memory_bytes=1 << 30,
-            prefix_kind=args.chunk_prefix,
-            kv_cache_gib=args.kv_cache_gib,
-            recipe=Recipe(
-                metric=args.metric,
-                check_layers=parse_check_layers(args.check_layers),
-                chunk_head_tokens=args.head_tokens,
-            ),
-        )
+        setup = start_eval_engine(args, Path(workdir), memory_bytes=1 << 30)
         asyncio.run(evaluate(setup, library, items, args, records))
         setup.engine.shutdown()
     return 0

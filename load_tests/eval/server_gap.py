@@ -82,6 +82,15 @@ def held_out_items(data: Path, count: int) -> list[MultiChunkItem]:
     return load_items(settings)
 
 
+def load_held_out(data: str | Path, count: int) -> list[MultiChunkItem] | None:
+    """``held_out_items``, or None once it has printed why: the evaluation data is missing."""
+    try:
+        return held_out_items(Path(data), count)
+    except EvalDataMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
 def completion_body(
     model: str, documents: list[str], question: str, blend: dict[str, Any]
 ) -> dict[str, Any]:
@@ -144,13 +153,14 @@ def summarize(replies: dict[str, list[Reply]], golds: list[list[str]]) -> list[E
                 f1=mean_ci95(scores[mode]),
                 gap_to_full=gap,
                 agree_with_full=agreement([r.answer for r in results], [r.answer for r in full]),
-                reused=_reused_share(results),
+                reused=reused_share(results),
             )
         )
     return rows
 
 
-def _reused_share(replies: list[Reply]) -> float:
+def reused_share(replies: list[Reply]) -> float:
+    """The share of the replies' prompt tokens whose KV came from the chunk store."""
     prompt_tokens = sum(reply.prompt_tokens for reply in replies)
     return sum(reply.reused_tokens for reply in replies) / max(1, prompt_tokens)
 
@@ -196,10 +206,8 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=30, help="held-out items to evaluate")
     parser.add_argument("--data", default=str(DEFAULT_CACHE), help="BIG-bench cache (fetch.py)")
     args = parser.parse_args(argv)
-    try:
-        items = held_out_items(Path(args.data), args.items)
-    except EvalDataMissing as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    items = load_held_out(args.data, args.items)
+    if items is None:
         return 1
     main(args.url, args.api_key, items)
     return 0

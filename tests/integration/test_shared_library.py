@@ -1,7 +1,7 @@
 """Two replicas on one PostgreSQL library (issue 14): what one replica is told, the other knows.
 
 Servers A and B run SmolLM2 with separate data dirs and the same `RAGBLEND_DATABASE_URL`, a
-throwaway cluster from tests/postgres_server.py. "Retrievable on B" means B's own in-memory
+throwaway cluster from load_tests/postgres_launcher.py. "Retrievable on B" means B's own in-memory
 index finds the document: a `retrieval` request limited to that document (`document_ids`) cites
 it only once B's index holds its chunks. The outage test stops PostgreSQL while a large ingest is
 in flight and runs last.
@@ -19,8 +19,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from load_tests.postgres_launcher import PostgresServer, running_postgres
 from tests.integration.conftest import Server, running_server
-from tests.postgres_server import PostgresServer, running_postgres
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.postgres_server import PostgresServer, running_postgres
+from load_tests.postgres_launcher import PostgresServer, running_postgres
 
 TOKENIZER_DIR = Path(__file__).resolve().parents[2] / "data" / "models" / "smollm2-135m-instruct"
 CHUNK_TOKENS = 64

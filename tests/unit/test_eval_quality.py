@@ -10,7 +10,8 @@ import pytest
 
 from load_tests.eval.frontier import frontier
 from load_tests.eval.prompts import MultiChunkItem
-from load_tests.eval.quality import build_parser, load_items, print_rows, summarize
+from load_tests.eval.quality import build_parser, load_items
+from load_tests.eval.quality_rows import print_rows, summarize
 from load_tests.eval.summaries import ChunkedSummary
 from load_tests.eval.tasks import QA_TASK, SUMMARY_TASK, TASKS
 

@@ -1,11 +1,11 @@
-"""Retrieval-shaped prompts: retrieval order, neighbours and gold recall on hand-made vectors."""
+"""The passage library of retrieval-shaped prompts: retrieval order, neighbours, gold recall."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from load_tests.eval.passage_library import PassageLibrary, retrieved_items
 from load_tests.eval.prompts import MultiChunkItem
-from load_tests.eval.retrieval_shaped import PassageLibrary, retrieved_items
 from retriever.index import VectorIndex
 
 ANGLES = {"north": 0.0, "north-east": 0.4, "east": 1.5, "south": 3.1, "west": 4.6}

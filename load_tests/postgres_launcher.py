@@ -1,5 +1,8 @@
-"""A real PostgreSQL server in a throwaway cluster on a free loopback port, for tests of the
-shared document library.
+"""A real PostgreSQL server in a throwaway cluster on a free loopback port, for benchmarks of
+replicas sharing a library (`bench_replicas.py`) and tests of the shared document library.
+
+It lives in load_tests, not tests, because the benchmarks run outside pytest and the installed
+package has no `tests`; the tests import it from here.
 
 `running_postgres()` runs `initdb` into a fresh temporary folder, starts `postgres` on
 127.0.0.1:`port` (fsync off: nothing here must survive a power cut, but every commit is written
@@ -21,7 +24,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -30,7 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
-import pytest
+
+from load_tests.launch import free_port
 
 START_SECONDS = 30.0
 STOP_SECONDS = 30.0
@@ -41,10 +44,8 @@ SYSTEM_USER = "postgres"
 """Who runs the server when the tests run as root."""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+class PostgresUnavailable(RuntimeError):
+    """PostgreSQL is missing, exited, or did not take connections in time."""
 
 
 def _binaries() -> Path:
@@ -54,7 +55,8 @@ def _binaries() -> Path:
             return version_dir
     on_path = shutil.which("initdb")
     if on_path is None:
-        pytest.fail("PostgreSQL is not installed: run `bash scripts/install-services.sh`")
+        install = "run `bash scripts/install-services.sh`"
+        raise PostgresUnavailable(f"PostgreSQL is not installed: {install}")
     return Path(on_path).parent
 
 
@@ -109,9 +111,7 @@ class PostgresServer:
         )  # fmt: skip
         with self.log_path.open("ab") as log:
             # cwd: the system user may not be allowed into the folder the tests run from
-            self.process = subprocess.Popen(
-                command, stdout=log, stderr=log, cwd=self.directory
-            )
+            self.process = subprocess.Popen(command, stdout=log, stderr=log, cwd=self.directory)
         self._wait_ready("postgres")
         if first:
             with psycopg.connect(self._url_of("postgres"), autocommit=True) as connection:
@@ -149,13 +149,13 @@ class PostgresServer:
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                pytest.fail(f"postgres exited: {self.log_path.read_text()}")
+                raise PostgresUnavailable(f"postgres exited: {self.log_path.read_text()}")
             try:
                 psycopg.connect(self._url_of(database), connect_timeout=2).close()
                 return
             except psycopg.OperationalError:
                 time.sleep(0.1)
-        pytest.fail(f"postgres did not take connections within {START_SECONDS} s")
+        raise PostgresUnavailable(f"postgres did not take connections within {START_SECONDS} s")
 
 
 @contextmanager
