@@ -29,10 +29,14 @@ class ChunkedPrompt:
 
 @dataclass(frozen=True)
 class Chunks:
-    """Chunk token ids in prompt order and the tokens placed after each one."""
+    """A request's chunks: token ids in prompt order and the tokens placed after each one."""
 
     token_ids: list[list[int]]
     separator: tuple[int, ...] = ()
+    sources: list[dict[str, Any]] | None = None
+    """What retrieval used (document id, chunk index, score); None for sent documents."""
+    in_context: bool = False
+    """Library chunks precomputed behind their neighbours: the blend recipe for them applies."""
 
 
 def completion_head(tokenizer: Any) -> list[int]:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import replace
 
 from gateway.http.errors import APIError
 from gateway.openai.protocol import RetrievalOptions, SamplingFields
@@ -12,21 +11,12 @@ from gateway.rag.chunked_prompt import Chunks, document_chunks, stored_chunks
 from gateway.state import AppState
 
 
-@dataclass(frozen=True)
-class RequestChunks:
-    chunks: Chunks
-    sources: list[dict[str, Any]] | None
-    """What retrieval used (document id, chunk index, score); None for sent documents."""
-    in_context: bool = False
-    """Library chunks precomputed behind their neighbours: the blend recipe for them applies."""
-
-
 async def request_chunks(
     fields: SamplingFields, query: str, state: AppState
-) -> RequestChunks | None:
+) -> Chunks | None:
     """The chunks to place before the question, or None for a plain request."""
     if fields.documents is not None:
-        return RequestChunks(document_chunks(fields.documents, state.tokenizer), None)
+        return document_chunks(fields.documents, state.tokenizer)
     options = fields.retrieval
     if options is None and state.settings.retrieval_by_default and state.library is not None:
         options = RetrievalOptions(top_k=state.settings.retrieval_top_k)
@@ -45,4 +35,4 @@ async def request_chunks(
         for hit in hits
     ]
     chunks = stored_chunks([hit.token_ids for hit in hits], state.tokenizer)
-    return RequestChunks(chunks, sources, state.neighbour_contexts)
+    return replace(chunks, sources=sources, in_context=state.neighbour_contexts)

@@ -37,7 +37,7 @@ async def create_chat_completion(
     questions = [message.text for message in body.messages if message.role == "user"]
     chunks = await request_chunks(body, questions[-1] if questions else "", state)
     if chunks is not None:
-        chunked = chat_with_chunks(body.messages, chunks.chunks, state.tokenizer)
+        chunked = chat_with_chunks(body.messages, chunks, state.tokenizer)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
         prompt, sources = chunked.token_ids, chunks.sources
     else:

@@ -39,7 +39,7 @@ async def create_completion(
     plan, sources = None, None
     chunks = None if text is None else await request_chunks(body, text, state)
     if text is not None and chunks is not None:
-        chunked = completion_with_chunks(text, chunks.chunks, state.tokenizer)
+        chunked = completion_with_chunks(text, chunks, state.tokenizer)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
         prompts, sources = [chunked.token_ids], chunks.sources
     else:
