@@ -5,7 +5,7 @@ their nearest neighbours (issue 15), in one in-process engine.
         --out docs/bench/neighbours_kc_tune_0.5b
 
 The QA items' documents (gold + distractors) are pooled into one library, embedded with the
-project's embedder (``retriever/embed.py``) into a flat FAISS index (``retriever/index.py``);
+project's embedder (``retriever.Embedder``) into a flat FAISS index (``retriever.VectorIndex``);
 each question retrieves its top ``--top-k`` passages, which stand in the prompt most relevant
 LAST, right before the question. Chunk-context variants: ``passages``, every retrieved passage
 precomputed behind the fixed prefix (today's behaviour); ``neighbours``, each precomputed behind
@@ -48,11 +48,11 @@ class PassageLibrary:
     """Every distinct document of the items and a flat index of their embeddings."""
 
     passages: list[str]
-    index: Any  # retriever.index.VectorIndex, ids = positions in ``passages``
+    index: Any  # retriever.VectorIndex, ids = positions in ``passages``
 
     @classmethod
     def of(cls, items: list[Any], embedder: Any) -> PassageLibrary:
-        from retriever.index import VectorIndex
+        from retriever import VectorIndex
 
         passages = list(dict.fromkeys(doc for item in items for doc in item.documents))
         vectors = embedder.embed(passages)
@@ -67,7 +67,7 @@ class PassageLibrary:
     def neighbours(self, pid: int, k: int) -> list[int]:
         """The ``k`` passages nearest passage ``pid`` but itself, most similar last (as the
         library's precompute orders a chunk's neighbour context)."""
-        from retriever.neighbours import context_order, nearest_chunks
+        from retriever import context_order, nearest_chunks
 
         return context_order(nearest_chunks(self.index, pid, k) or [])
 
@@ -239,7 +239,7 @@ def main() -> int:
     from engine.contract import parse_check_layers
     from load_tests.engine_setup import start_engine
     from load_tests.eval.fetch import fetch_bigbench
-    from retriever.embed import Embedder
+    from retriever import Embedder
 
     fetch_bigbench(Path(args.data))
     embedder = Embedder()
