@@ -41,9 +41,7 @@ from gateway.routes import (
 )
 from gateway.settings import Settings
 from gateway.state import AppState
-from retriever.library import STORE_FILE, Library
-from retriever.neighbours import NeighbourPolicy
-from retriever.rag_objects import RagObjects
+from retriever import STORE_FILE, Library, NeighbourPolicy, RagObjects
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +140,7 @@ async def _open_library(
     settings: Settings, tokenizer: Any, neighbours: NeighbourPolicy | None
 ) -> Library | None:
     """The document library, or None (retrieval off, serving on) if it cannot be opened."""
-    from retriever.embed import Embedder
+    from retriever import Embedder
 
     def open_library() -> Library:
         embedder = Embedder(settings.embedding_model)

@@ -20,8 +20,7 @@ from gateway.settings import Settings
 if TYPE_CHECKING:
     from gateway.rag.kv_status import KVStatusFollower
     from gateway.rag.precompute import Precomputer
-    from retriever.library import Library
-    from retriever.rag_objects import RagObjects
+    from retriever import Library, RagObjects
 
 
 @dataclass

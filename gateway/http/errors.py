@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from retriever.library_store import LibraryUnavailable
+from retriever import LibraryUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import REGISTRY, GaugeMetricFamily, Metric
 
-from retriever.library_store import LibraryStore, LibraryUnavailable
-from retriever.records import DOCUMENT_STATUSES
+from retriever import DOCUMENT_STATUSES, LibraryStore, LibraryUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -7,14 +7,20 @@ a killable child) within the time and expansion budgets of the settings.
 from __future__ import annotations
 
 from gateway.http.errors import APIError
+from gateway.http.multipart import UploadedFile
 from gateway.settings import Settings
-from retriever.uploads import UploadedFile
 
 
 async def upload_text(upload: UploadedFile, settings: Settings) -> str:
     """415 unsupported type, 413 text too large, 422 too slow to read, 400 unreadable."""
-    from retriever.extract import InvalidDocument, TextTooLarge, UnsupportedMediaType
-    from retriever.extract_runner import ExtractBudget, ExtractionTimeout, extract_upload
+    from retriever import (
+        ExtractBudget,
+        ExtractionTimeout,
+        InvalidDocument,
+        TextTooLarge,
+        UnsupportedMediaType,
+        extract_upload,
+    )
 
     budget = ExtractBudget(
         settings.extract_timeout, settings.extract_max_expansion, settings.max_document_bytes

@@ -8,7 +8,7 @@ from fastapi import Body, Depends, Request
 
 from gateway.http.errors import APIError
 from gateway.state import AppState, library_state
-from retriever.rag_objects import RagObjects
+from retriever import RagObjects
 
 
 def rag_state(request: Request) -> AppState:

@@ -9,10 +9,10 @@ from openai import BaseModel
 from openai.types import FileObject, VectorStore
 from openai.types.vector_stores import VectorStoreFile, VectorStoreFileBatch
 
-from retriever.file_store import FileRecord
-from retriever.vector_store_records import (
+from retriever import (
     BatchRecord,
     FileCounts,
+    FileRecord,
     StoreFileRecord,
     VectorStoreRecord,
 )

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from fastapi import Depends, Query
 
 from gateway.http.errors import APIError
-from retriever.cursor_pages import PageRequest, UnknownCursor
+from retriever import PageRequest, UnknownCursor
 
 Record = TypeVar("Record")
 

@@ -10,10 +10,7 @@ from typing import Any
 
 from gateway.http.errors import APIError
 from gateway.openai.filters import Filter, matches
-from retriever.documents import Hit
-from retriever.library import Library
-from retriever.rag_objects import RagObjects
-from retriever.vector_store_records import StoreFileRecord
+from retriever import Hit, Library, RagObjects, StoreFileRecord
 
 
 @dataclass(frozen=True)

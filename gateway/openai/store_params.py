@@ -7,7 +7,7 @@ from typing import Any
 
 from gateway.http.errors import APIError
 from gateway.openai.validation import check_attributes, check_text
-from retriever.vector_store_db import Attachment, UnknownFiles
+from retriever import Attachment, UnknownFiles
 
 MAX_EXPIRY_DAYS = 365
 MAX_BATCH_FILES = 2000

@@ -13,9 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.rag.chunked_prompt import chunk_separator
-from retriever.library import Library
-from retriever.neighbours import context_order, nearest_chunks
-from retriever.records import ChunkRow
+from retriever import ChunkRow, Library, context_order, nearest_chunks
 
 
 class NeighbourContext:

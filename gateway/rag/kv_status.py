@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable
 
 from engine.contract import BlendStats
-from retriever.library_store import LibraryStore, LibraryUnavailable, OutageLog
+from retriever import LibraryStore, LibraryUnavailable, OutageLog
 
 log = logging.getLogger(__name__)
 APPLY_EVERY_SECONDS = 1.0

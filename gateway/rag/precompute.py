@@ -22,9 +22,7 @@ from engine.chunk_cache import ChunkCache
 from engine.contract import BlendStats
 from gateway.http.metrics import CHUNK_CONTEXT_REFRESHES, PRECOMPUTED_CHUNKS
 from gateway.rag.chunk_context import NeighbourContext
-from retriever.library import Library
-from retriever.library_store import LibraryStore, LibraryUnavailable, OutageLog
-from retriever.records import ChunkRow
+from retriever import ChunkRow, Library, LibraryStore, LibraryUnavailable, OutageLog
 
 log = logging.getLogger(__name__)
 BATCH = 1

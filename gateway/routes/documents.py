@@ -32,8 +32,7 @@ class IngestBody(BaseModel):
 
 @router.post("/v1/documents")
 async def ingest_documents(request: Request, state: LibraryState) -> dict[str, Any]:
-    from retriever.documents import InvalidIngest
-    from retriever.store import DocumentConflict
+    from retriever import DocumentConflict, InvalidIngest
 
     documents = await _read_documents(request, state.settings)
     try:
@@ -60,8 +59,8 @@ async def _read_documents(request: Request, settings: Settings) -> list[Any]:
 
 
 async def _read_uploads(request: Request, content_type: str, settings: Settings) -> list[Any]:
-    from retriever.documents import NewDocument
-    from retriever.uploads import MalformedUpload, UploadLimits, UploadTooLarge, read_multipart
+    from gateway.http.multipart import MalformedUpload, UploadLimits, UploadTooLarge, read_multipart
+    from retriever import NewDocument
 
     limits = UploadLimits(
         max_file_bytes=settings.max_document_bytes,
@@ -84,7 +83,7 @@ async def _read_uploads(request: Request, content_type: str, settings: Settings)
 
 
 async def _read_json(request: Request, settings: Settings) -> list[Any]:
-    from retriever.documents import NewDocument
+    from retriever import NewDocument
 
     raw = bytearray()
     async for piece in request.stream():

@@ -15,21 +15,20 @@ from fastapi.responses import Response
 from openai.types import FilePurpose
 
 from gateway.http.errors import APIError
-from gateway.http.upload_text import upload_text
-from gateway.openai.deps import RagState, objects_of
-from gateway.openai.objects import deleted, file_object
-from gateway.openai.pagination import FilePage, cursor_error, list_body
-from gateway.openai.validation import parse_params
-from gateway.state import AppState, authorized
-from retriever.cursor_pages import UnknownCursor
-from retriever.file_store import FileRecord, new_file_id
-from retriever.uploads import (
+from gateway.http.multipart import (
     MalformedUpload,
     UploadedFile,
     UploadLimits,
     UploadTooLarge,
     read_multipart_form,
 )
+from gateway.http.upload_text import upload_text
+from gateway.openai.deps import RagState, objects_of
+from gateway.openai.objects import deleted, file_object
+from gateway.openai.pagination import FilePage, cursor_error, list_body
+from gateway.openai.validation import parse_params
+from gateway.state import AppState, authorized
+from retriever import FileRecord, UnknownCursor, new_file_id
 
 router = APIRouter(dependencies=[Depends(authorized)])
 RETRIEVAL_PURPOSES = ("assistants", "user_data")
@@ -78,7 +77,7 @@ async def _read_upload(request: Request, state: AppState) -> tuple[UploadedFile,
 
 async def _store(state: AppState, upload: UploadedFile, purpose: str, text: str) -> FileRecord:
     """The file and its document; a document this upload created goes if the file is not kept."""
-    from retriever.documents import InvalidIngest, NewDocument
+    from retriever import InvalidIngest, NewDocument
 
     library, objects = state.library, objects_of(state)
     assert library is not None

@@ -28,8 +28,7 @@ from gateway.openai.response_request import ResponsesTurn, parse_turn
 from gateway.openai.search import FoundChunk, StoreSearch, search_stores
 from gateway.openai.validation import invalid
 from gateway.state import AppState, CurrentState, authorized, check_model, ready_state
-from retriever.rag_objects import RagObjects
-from retriever.response_store import StoredResponse
+from retriever import RagObjects, StoredResponse
 
 router = APIRouter(dependencies=[Depends(authorized)])
 

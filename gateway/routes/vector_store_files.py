@@ -28,9 +28,14 @@ from gateway.openai.store_params import (
 )
 from gateway.openai.validation import check_attributes, check_text, parse_params
 from gateway.state import AppState, authorized
-from retriever.cursor_pages import PageRequest, UnknownCursor
-from retriever.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore
-from retriever.vector_store_records import StoreFileRecord
+from retriever import (
+    Attachment,
+    PageRequest,
+    StoreFileRecord,
+    UnknownCursor,
+    UnknownFiles,
+    UnknownVectorStore,
+)
 
 router = APIRouter(dependencies=[Depends(authorized)])
 FILES = "/v1/vector_stores/{vector_store_id}/files"

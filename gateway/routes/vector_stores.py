@@ -32,8 +32,7 @@ from gateway.openai.store_params import (
 )
 from gateway.openai.validation import check_metadata, check_text, parse_params
 from gateway.state import authorized
-from retriever.cursor_pages import UnknownCursor
-from retriever.vector_store_db import UnknownFiles
+from retriever import UnknownCursor, UnknownFiles
 
 router = APIRouter(dependencies=[Depends(authorized)])
 MAX_SEARCH_RESULTS = 50

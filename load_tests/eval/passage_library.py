@@ -19,11 +19,11 @@ class PassageLibrary:
     """Every distinct document of the items and a flat index of their embeddings."""
 
     passages: list[str]
-    index: Any  # retriever.index.VectorIndex, ids = positions in ``passages``
+    index: Any  # retriever.VectorIndex, ids = positions in ``passages``
 
     @classmethod
     def of(cls, items: list[Any], embedder: Any) -> PassageLibrary:
-        from retriever.index import VectorIndex
+        from retriever import VectorIndex
 
         passages = list(dict.fromkeys(doc for item in items for doc in item.documents))
         vectors = embedder.embed(passages)
@@ -38,7 +38,7 @@ class PassageLibrary:
     def neighbours(self, pid: int, k: int) -> list[int]:
         """The ``k`` passages nearest passage ``pid`` but itself, most similar last (as the
         library's precompute orders a chunk's neighbour context)."""
-        from retriever.neighbours import context_order, nearest_chunks
+        from retriever import context_order, nearest_chunks
 
         return context_order(nearest_chunks(self.index, pid, k) or [])
 

@@ -5,7 +5,7 @@ their nearest neighbours (issue 15), in one in-process engine.
         --out docs/bench/neighbours_kc_tune_0.5b
 
 The QA items' documents (gold + distractors) are pooled into one library, embedded with the
-project's embedder (``retriever/embed.py``) into a flat FAISS index (``retriever/index.py``);
+project's embedder (``retriever.Embedder``) into a flat FAISS index (``retriever.VectorIndex``);
 each question retrieves its top ``--top-k`` passages, which stand in the prompt most relevant
 LAST, right before the question. Chunk-context variants: ``passages``, every retrieved passage
 precomputed behind the fixed prefix (today's behaviour); ``neighbours``, each precomputed behind
@@ -188,7 +188,7 @@ def main() -> int:
     args = parse_args()
 
     from load_tests.eval.fetch import fetch_bigbench
-    from retriever.embed import Embedder
+    from retriever import Embedder
 
     fetch_bigbench(Path(args.data))
     embedder = Embedder()

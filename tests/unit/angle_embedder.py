@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from retriever.documents import NewDocument
+from retriever.library.documents import NewDocument
 
 
 class AngleEmbedder:

@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from retriever.cursor_pages import ListSource, PageRequest, UnknownCursor, select_page
+from retriever.objects.cursor_pages import ListSource, PageRequest, UnknownCursor, select_page
 
 SOURCE = ListSource("items", "seq", "id", "owner = ?")
 

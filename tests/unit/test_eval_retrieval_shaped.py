@@ -6,7 +6,7 @@ import numpy as np
 
 from load_tests.eval.passage_library import PassageLibrary, retrieved_items
 from load_tests.eval.prompts import MultiChunkItem
-from retriever.index import VectorIndex
+from retriever.search.index import VectorIndex
 
 ANGLES = {"north": 0.0, "north-east": 0.4, "east": 1.5, "south": 3.1, "west": 4.6}
 

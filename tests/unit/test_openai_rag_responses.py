@@ -13,8 +13,8 @@ from gateway.openai.response_events import EventWriter, closing_events, opening_
 from gateway.openai.response_request import parse_turn
 from gateway.openai.search import FoundChunk
 from gateway.rag.generation import Usage
-from retriever.documents import Hit
-from retriever.vector_store_records import StoreFileRecord
+from retriever.library.documents import Hit
+from retriever.objects.vector_store_records import StoreFileRecord
 
 TOOL = {"type": "file_search", "vector_store_ids": ["vs_1"]}
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from retriever.chunking import Chunk, chunk_text, content_hash, normalize_text
+from retriever.ingest.chunking import Chunk, chunk_text, content_hash, normalize_text
 
 TOKENIZER_DIR = Path(__file__).resolve().parents[2] / "data" / "models" / "smollm2-135m-instruct"
 

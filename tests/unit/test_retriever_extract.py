@@ -2,7 +2,12 @@
 
 import pytest
 
-from retriever.extract import InvalidDocument, TextTooLarge, UnsupportedMediaType, extract_text
+from retriever.ingest.extract import (
+    InvalidDocument,
+    TextTooLarge,
+    UnsupportedMediaType,
+    extract_text,
+)
 
 PAGE = b"""<!doctype html>
 <html><head><title>Release notes</title>

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from retriever.extract import InvalidDocument, TextTooLarge, UnsupportedMediaType
-from retriever.extract_runner import (
+from retriever.ingest.extract import InvalidDocument, TextTooLarge, UnsupportedMediaType
+from retriever.ingest.extract_runner import (
     WORKER_MODULE,
     ExtractBudget,
     ExtractionTimeout,

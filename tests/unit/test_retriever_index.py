@@ -5,7 +5,7 @@ import threading
 import numpy as np
 import pytest
 
-from retriever.index import VectorIndex
+from retriever.search.index import VectorIndex
 
 DIM = 32
 KINDS = ["flat", "hnsw"]
@@ -143,7 +143,7 @@ def test_unknown_kind_is_rejected():
 
 
 def test_hnsw_filter_above_the_exact_limit_uses_the_graph(monkeypatch):
-    monkeypatch.setattr("retriever.index.EXACT_FILTER_LIMIT", 0)
+    monkeypatch.setattr("retriever.search.index.EXACT_FILTER_LIMIT", 0)
     index, vectors = filled("hnsw")
     index.remove([1010])
     allowed = set(range(1000, 1100))

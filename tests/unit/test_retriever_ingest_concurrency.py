@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retriever.documents import IngestResult, NewDocument
-from retriever.embed import Embedder, FairLock
-from retriever.library import Library
+from retriever.library.documents import IngestResult, NewDocument
+from retriever.library.facade import Library
+from retriever.search.embed import Embedder, FairLock
 from tests.unit.test_retriever_library import BREAD, CHUNK_TOKENS, PLANTS, TOKENIZER_DIR, TOWER
 
 WAIT_SECONDS = 120  # only bounds a failing test; passing runs never wait this long

@@ -6,16 +6,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retriever.documents import (
+from retriever.library.document_store import DocumentConflict
+from retriever.library.documents import (
     DuplicateDocumentId,
     EmptyDocument,
     InvalidDocumentId,
     InvalidMetadata,
     NewDocument,
 )
-from retriever.embed import Embedder
-from retriever.library import INDEX_FILE, Library
-from retriever.store import DocumentConflict
+from retriever.library.facade import INDEX_FILE, Library
+from retriever.search.embed import Embedder
 
 TOKENIZER_DIR = Path(__file__).resolve().parents[2] / "data" / "models" / "smollm2-135m-instruct"
 CHUNK_TOKENS = 64

@@ -16,9 +16,9 @@ from engine.contract import Recipe
 from gateway.rag.chunk_context import NeighbourContext
 from gateway.rag.chunked_prompt import chunk_separator
 from gateway.settings import Settings
-from retriever.index import VectorIndex
-from retriever.library import Library
-from retriever.neighbours import (
+from retriever.library.facade import Library
+from retriever.search.index import VectorIndex
+from retriever.search.neighbours import (
     NeighbourPolicy,
     context_order,
     joined_neighbourhoods,

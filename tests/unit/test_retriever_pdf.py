@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retriever.extract import InvalidDocument, TextTooLarge, extract_text
+from retriever.ingest.extract import InvalidDocument, TextTooLarge, extract_text
 from tests.unit.pdf_files import expanding_pdf, pdf_with_pages, simple_pdf, text_page
 
 pytest.importorskip("pypdf")

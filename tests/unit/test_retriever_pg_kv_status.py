@@ -10,10 +10,10 @@ import numpy as np
 
 from engine.contract import BlendStats
 from gateway.rag.kv_status import KVStatusFollower
-from retriever.chunking import Chunk
-from retriever.pg_database import PgDatabase
-from retriever.pg_store import PgDocumentStore
-from retriever.records import DocumentDraft
+from retriever.db.postgres import PgDatabase
+from retriever.ingest.chunking import Chunk
+from retriever.library.document_store import DocumentStore
+from retriever.library.records import DocumentDraft
 from tests.unit import pg_library_parts
 
 postgres = pg_library_parts.postgres
@@ -25,7 +25,7 @@ def stats(present: tuple[str, ...], evicted: tuple[str, ...] = ()) -> BlendStats
 
 
 def test_presence_observed_during_an_outage_is_written_after_it(database_url, postgres, caplog):
-    store = PgDocumentStore(PgDatabase(database_url))
+    store = DocumentStore(PgDatabase(database_url))
     chunks = [Chunk(f"part {n}", [n], 0, 1) for n in range(2)]
     draft = DocumentDraft("a", "hash-a", {}, 10, chunks)
     chunk_ids = store.add_documents([draft], np.ones((2, 4), dtype=np.float32))[0].chunk_ids

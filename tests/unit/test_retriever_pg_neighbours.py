@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from retriever.library import Library
-from retriever.neighbours import NeighbourPolicy
-from retriever.pg_database import PgDatabase
+from retriever.db.postgres import PgDatabase
+from retriever.library.facade import Library
+from retriever.search.neighbours import NeighbourPolicy
 from tests.unit import pg_library_parts
 from tests.unit.angle_embedder import AngleEmbedder, note
 

@@ -9,14 +9,14 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from retriever.chunking import Chunk
-from retriever.cursor_pages import PageRequest
-from retriever.pg_database import PgDatabase
-from retriever.pg_store import PgDocumentStore
-from retriever.rag_objects import RagObjects
-from retriever.records import DocumentDraft
-from retriever.response_store import StoredResponse
-from retriever.vector_store_db import Attachment, UnknownFiles
+from retriever.db.postgres import PgDatabase
+from retriever.ingest.chunking import Chunk
+from retriever.library.document_store import DocumentStore
+from retriever.library.records import DocumentDraft
+from retriever.objects.cursor_pages import PageRequest
+from retriever.objects.rag_objects import RagObjects
+from retriever.objects.response_store import StoredResponse
+from retriever.objects.vector_store_db import Attachment, UnknownFiles
 from tests.unit import pg_library_parts
 
 postgres = pg_library_parts.postgres
@@ -24,8 +24,8 @@ database_url = pg_library_parts.database_url
 
 
 @pytest.fixture
-def replicas(tmp_path, database_url) -> Iterator[tuple[PgDocumentStore, RagObjects, RagObjects]]:
-    store = PgDocumentStore(PgDatabase(database_url))
+def replicas(tmp_path, database_url) -> Iterator[tuple[DocumentStore, RagObjects, RagObjects]]:
+    store = DocumentStore(PgDatabase(database_url))
     first = RagObjects(tmp_path / "a.sqlite3", database_url)
     second = RagObjects(tmp_path / "b.sqlite3", database_url)
     yield store, first, second
@@ -33,7 +33,7 @@ def replicas(tmp_path, database_url) -> Iterator[tuple[PgDocumentStore, RagObjec
         opened.close()
 
 
-def add_document(store: PgDocumentStore, doc_id: str) -> None:
+def add_document(store: DocumentStore, doc_id: str) -> None:
     chunk = Chunk(f"text of {doc_id}", [1, 2, 3], 0, 10)
     draft = DocumentDraft(doc_id, f"hash-{doc_id}", {}, 10, [chunk])
     store.add_documents([draft], np.ones((1, 4), dtype=np.float32))

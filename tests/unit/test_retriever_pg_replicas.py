@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from retriever import changelog
-from retriever.documents import NewDocument
-from retriever.library import Library
-from retriever.library_store import LibraryUnavailable
+from retriever.library import changelog
+from retriever.library.documents import NewDocument
+from retriever.library.facade import Library
+from retriever.library.interfaces import LibraryUnavailable
 from tests.unit import pg_library_parts
 from tests.unit.pg_library_parts import CHUNK_TOKENS, WordEmbedder
 
@@ -113,7 +113,7 @@ def test_a_replica_catches_up_after_the_database_restarts(replicas, postgres, ca
     a, b = replicas("a"), replicas("b")
     a.ingest([NewDocument("tower", TOWER)])
     eventually(lambda: "tower" in found(b, "Eiffel Tower"))
-    caplog.set_level(logging.WARNING, logger="retriever.index_follower")
+    caplog.set_level(logging.WARNING, logger="retriever.search.index_follower")
     postgres.kill()
     with pytest.raises(LibraryUnavailable, match=r"^document library unavailable: "):
         a.ingest([NewDocument("bread", BREAD)])

@@ -10,13 +10,13 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from retriever import changelog
-from retriever.chunking import Chunk
-from retriever.library_store import LibraryUnavailable
-from retriever.pg_database import PgDatabase
-from retriever.pg_store import PgDocumentStore
-from retriever.records import DocumentDraft
-from retriever.store_common import DocumentConflict
+from retriever.db.postgres import PgDatabase
+from retriever.ingest.chunking import Chunk
+from retriever.library import changelog
+from retriever.library.document_store import DocumentStore
+from retriever.library.drafts import DocumentConflict
+from retriever.library.interfaces import LibraryUnavailable
+from retriever.library.records import DocumentDraft
 from tests.unit import pg_library_parts
 
 postgres = pg_library_parts.postgres
@@ -35,16 +35,16 @@ def vectors(*drafts: DocumentDraft) -> np.ndarray:
     return np.random.default_rng(rows).random((rows, DIM), dtype=np.float32)
 
 
-def add(store: PgDocumentStore, *drafts: DocumentDraft):
+def add(store: DocumentStore, *drafts: DocumentDraft):
     return store.add_documents(list(drafts), vectors(*drafts))
 
 
 @pytest.fixture
 def open_store(database_url) -> Iterator:
-    opened: list[PgDocumentStore] = []
+    opened: list[DocumentStore] = []
 
-    def open_() -> PgDocumentStore:
-        opened.append(PgDocumentStore(PgDatabase(database_url)))
+    def open_() -> DocumentStore:
+        opened.append(DocumentStore(PgDatabase(database_url)))
         return opened[-1]
 
     yield open_
@@ -90,7 +90,7 @@ def test_a_follower_never_skips_a_change_committed_late(open_store, postgres):
                 if finished:
                     return
 
-    def write(number: int, store: PgDocumentStore) -> None:
+    def write(number: int, store: DocumentStore) -> None:
         for round_ in range(15):
             name = f"w{number}-{round_}"
             add(store, draft(name, name, 1))
@@ -168,7 +168,7 @@ def test_each_chunk_is_claimed_by_one_replica(open_store):
     everything = {chunk_id for insertion in added for chunk_id in insertion.chunk_ids}
     claims: dict[str, list[int]] = {"one": [], "two": []}
 
-    def drain(name: str, store: PgDocumentStore) -> None:
+    def drain(name: str, store: DocumentStore) -> None:
         while rows := store.claim_pending_chunks(3):
             claims[name] += [row.id for row in rows]
 

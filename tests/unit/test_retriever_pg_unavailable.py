@@ -9,8 +9,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from gateway.http.errors import install_error_handlers
-from retriever.pg_database import PgDatabase
-from retriever.pg_store import PgDocumentStore
+from retriever.db.postgres import PgDatabase
+from retriever.library.document_store import DocumentStore
 from tests.unit import pg_library_parts
 
 postgres = pg_library_parts.postgres
@@ -18,7 +18,7 @@ database_url = pg_library_parts.database_url
 
 
 def test_an_outage_is_a_503_until_the_database_is_back(database_url, postgres):
-    store = PgDocumentStore(PgDatabase(database_url))
+    store = DocumentStore(PgDatabase(database_url))
     app = FastAPI()
     install_error_handlers(app)
 

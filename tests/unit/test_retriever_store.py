@@ -4,10 +4,10 @@ import sqlite3
 
 import pytest
 
-from retriever.chunking import Chunk
-from retriever.records import DocumentDraft
-from retriever.store import DocumentConflict, DocumentStore
-from retriever.store_schema import _SCHEMA, SCHEMA_VERSION
+from retriever.db.sqlite_schema import _SCHEMA, SCHEMA_VERSION
+from retriever.ingest.chunking import Chunk
+from retriever.library.document_store import DocumentConflict, DocumentStore
+from retriever.library.records import DocumentDraft
 
 
 def chunks(*texts: str) -> list[Chunk]:

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-from retriever.chunking import Chunk
-from retriever.cursor_pages import PageRequest
-from retriever.rag_objects import RagObjects
-from retriever.records import DocumentDraft
-from retriever.store import DocumentStore
-from retriever.store_schema import _MIGRATIONS, _SCHEMA
-from retriever.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore
+from retriever.db.sqlite_schema import _MIGRATIONS, _SCHEMA
+from retriever.ingest.chunking import Chunk
+from retriever.library.document_store import DocumentStore
+from retriever.library.records import DocumentDraft
+from retriever.objects.cursor_pages import PageRequest
+from retriever.objects.rag_objects import RagObjects
+from retriever.objects.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from gateway.http.library_metrics import LibraryProgressCollector
 from gateway.http.store_metrics import ChunkStoreCollector, split_stat
-from retriever.chunking import Chunk
-from retriever.records import DocumentDraft
-from retriever.store import DocumentStore
+from retriever.ingest.chunking import Chunk
+from retriever.library.document_store import DocumentStore
+from retriever.library.records import DocumentDraft
 
 
 def test_stat_names_split_into_tier_and_stat() -> None:

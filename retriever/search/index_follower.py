@@ -18,10 +18,10 @@ from datetime import timedelta
 import numpy as np
 import psycopg
 
-from retriever import changelog
-from retriever.index import IndexKind, VectorIndex
-from retriever.library_store import LibraryUnavailable, OutageLog
-from retriever.pg_database import PgDatabase
+from retriever.db.postgres import PgDatabase
+from retriever.library import changelog
+from retriever.library.interfaces import LibraryUnavailable, OutageLog
+from retriever.search.index import IndexKind, VectorIndex
 
 logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.25

@@ -1,14 +1,17 @@
-"""Rows of the document store and how they are encoded in SQLite."""
+"""Rows of the document store, how they are encoded in its tables and selected from them."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from retriever.chunking import Chunk
+from retriever.ingest.chunking import Chunk
+
+if TYPE_CHECKING:
+    from retriever.library.kv_presence import Executor
 
 DocumentStatus = Literal["pending", "indexed", "cached", "failed"]
 DOCUMENT_STATUSES: tuple[DocumentStatus, ...] = ("pending", "indexed", "cached", "failed")
@@ -103,3 +106,22 @@ def chunk_from_row(row: tuple[Any, ...]) -> ChunkRow:
     return ChunkRow(
         chunk_id, document_id, chunk_index, text, decode_token_ids(token_ids), bool(kv_cached)
     )
+
+
+def select_document(connection: Executor, condition: str, value: Any) -> DocumentRow | None:
+    """The one document matching `condition` (one `?`, bound to `value`), or None."""
+    return next(iter(select_documents(connection, f"WHERE {condition}", value)), None)
+
+
+def select_documents(connection: Executor, clause: str, *parameters: Any) -> list[DocumentRow]:
+    rows = connection.execute(
+        f"SELECT {DOCUMENT_COLUMNS} FROM documents {clause}", parameters
+    ).fetchall()
+    return [document_from_row(row) for row in rows]
+
+
+def select_chunks(connection: Executor, condition: str, *parameters: Any) -> list[ChunkRow]:
+    rows = connection.execute(
+        f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE {condition}", parameters
+    ).fetchall()
+    return [chunk_from_row(row) for row in rows]

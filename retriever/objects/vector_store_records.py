@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retriever.records import DocumentStatus
+from retriever.library.records import DocumentStatus
 
 DAY_SECONDS = 86_400
 STORE_FILES = (

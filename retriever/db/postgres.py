@@ -17,8 +17,8 @@ from typing import Any
 
 import psycopg
 
-from retriever.library_store import LibraryUnavailable
-from retriever.pg_schema import ensure_schema
+from retriever.db.pg_schema import ensure_schema
+from retriever.library.interfaces import LibraryUnavailable
 
 logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 3
@@ -123,19 +123,52 @@ class PgDatabase:
 
 
 class QmarkConnection:
-    """A connection that takes SQLite's `?` placeholders, for SQL both backends share
-    (`retriever.kv_presence`, OpenAI's objects through `retriever.pg_objects`)."""
+    """A connection that takes SQLite's `?` placeholders, for SQL both backends share (the
+    document store, `retriever.library.kv_presence`, OpenAI's objects); `raw` is the driver's."""
 
     def __init__(self, connection: psycopg.Connection) -> None:
-        self._connection = connection
+        self.raw = connection
 
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> psycopg.Cursor:
-        return self._connection.execute(sql.replace("?", "%s"), parameters)
+        return self.raw.execute(sql.replace("?", "%s"), parameters)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor:
-        cursor = self._connection.cursor()
+        cursor = self.raw.cursor()
         cursor.executemany(sql.replace("?", "%s"), rows)
         return cursor
+
+
+class QmarkDatabase:
+    """`PgDatabase` with the interface of `retriever.db.sqlite.ObjectDatabase`: `reading()`,
+    `snapshot()` and `transaction()` yield a `QmarkConnection`, so SQL written once with `?`
+    runs on either backend. With `write_lock`, every transaction first takes that advisory lock:
+    SQL that reads, then writes, relying on SQLite's one writer at a time, stays right across
+    replicas."""
+
+    def __init__(self, database: PgDatabase, write_lock: int | None = None) -> None:
+        self.database = database
+        self._write_lock = write_lock
+
+    def close(self) -> None:
+        self.database.close()
+
+    @contextmanager
+    def reading(self) -> Iterator[QmarkConnection]:
+        with self.database.reading() as connection:
+            yield QmarkConnection(connection)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[QmarkConnection]:
+        with self.database.snapshot() as connection:
+            yield QmarkConnection(connection)
+
+    @contextmanager
+    def transaction(self) -> Iterator[QmarkConnection]:
+        """All-or-nothing, and with `write_lock` one at a time across every replica."""
+        with self.database.transaction() as connection:
+            if self._write_lock is not None:
+                connection.execute("SELECT pg_advisory_xact_lock(%s)", (self._write_lock,))
+            yield QmarkConnection(connection)
 
 
 def _reason(error: Exception) -> str:

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from retriever.index import IndexKind, VectorIndex
-from retriever.index_follower import IndexFollower
-from retriever.library_store import LibraryUnavailable
-from retriever.pg_database import PgDatabase
-from retriever.pg_store import PgDocumentStore
-from retriever.records import ChunkRow, DocumentDraft, Insertion
+from retriever.db.postgres import PgDatabase
+from retriever.library.document_store import DocumentStore
+from retriever.library.interfaces import LibraryUnavailable
+from retriever.library.records import ChunkRow, DocumentDraft, Insertion
+from retriever.search.index import IndexKind, VectorIndex
+from retriever.search.index_follower import IndexFollower
 
 
 class SharedBackend:
@@ -24,7 +24,7 @@ class SharedBackend:
 
     def __init__(self, url: str, index_kind: IndexKind, dim: int) -> None:
         database = PgDatabase(url)
-        self.store = PgDocumentStore(database)
+        self.store = DocumentStore(database)
         self.follower = IndexFollower(database, index_kind, dim)
         try:
             self.follower.catch_up()

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retriever.chunking import normalize_text
-from retriever.records import DocumentStatus
+from retriever.ingest.chunking import normalize_text
+from retriever.library.records import DocumentStatus
 
 _DOCUMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,255}")
 

@@ -10,72 +10,34 @@ stores and stored responses are shared too.
 
 from __future__ import annotations
 
+import re
+
 import psycopg
+
+from retriever.objects.schema import VECTOR_STORE_SCHEMA
 
 SCHEMA_VERSION = 2
 SCHEMA_LOCK = 0x72616762_6C656E64 >> 1
 """Advisory lock key that serializes schema creation between replicas starting together."""
 
-OPENAI_OBJECTS_SCHEMA = (
-    # OpenAI's files, vector stores and stored responses: `retriever.vector_store_schema`'s
-    # tables in PostgreSQL's types.
-    """
-    CREATE TABLE files (
-        seq BIGSERIAL PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        document_id TEXT NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
-        owns_document INTEGER NOT NULL CHECK (owns_document IN (0, 1)),
-        filename TEXT NOT NULL,
-        purpose TEXT NOT NULL,
-        bytes INTEGER NOT NULL,
-        content BYTEA NOT NULL,
-        created_at BIGINT NOT NULL
-    )
-    """,
-    "CREATE INDEX files_by_document ON files (document_id)",
-    """
-    CREATE TABLE vector_stores (
-        seq BIGSERIAL PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        name TEXT NOT NULL,
-        description TEXT,
-        metadata TEXT NOT NULL,
-        expires_after_days INTEGER,
-        created_at BIGINT NOT NULL,
-        last_active_at BIGINT NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE vector_store_file_batches (
-        seq BIGSERIAL PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        vector_store_id TEXT NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
-        created_at BIGINT NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE vector_store_files (
-        seq BIGSERIAL PRIMARY KEY,
-        vector_store_id TEXT NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
-        file_id TEXT NOT NULL REFERENCES files (id) ON DELETE CASCADE,
-        batch_id TEXT REFERENCES vector_store_file_batches (id) ON DELETE SET NULL,
-        attributes TEXT NOT NULL,
-        created_at BIGINT NOT NULL,
-        UNIQUE (vector_store_id, file_id)
-    )
-    """,
-    "CREATE INDEX vector_store_files_by_file ON vector_store_files (file_id)",
-    "CREATE INDEX vector_store_files_by_batch ON vector_store_files (batch_id)",
-    """
-    CREATE TABLE responses (
-        seq BIGSERIAL PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        body TEXT NOT NULL,
-        conversation TEXT NOT NULL,
-        created_at BIGINT NOT NULL
-    )
-    """,
+_SQLITE_TO_POSTGRES = (
+    (r"INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY"),
+    (r"\bBLOB\b", "BYTEA"),
+    (r"\b(\w+_at) INTEGER\b", r"\1 BIGINT"),
+    (r" CHECK \(json_valid\(\w+\)\)", ""),
 )
+"""SQLite's types as PostgreSQL spells them (times in BIGINT); JSON is not checked here."""
+
+
+def postgres_ddl(statement: str) -> str:
+    """A table written for SQLite, in PostgreSQL's types."""
+    for pattern, replacement in _SQLITE_TO_POSTGRES:
+        statement = re.sub(pattern, replacement, statement)
+    return statement
+
+
+OPENAI_OBJECTS_SCHEMA = tuple(postgres_ddl(statement) for statement in VECTOR_STORE_SCHEMA)
+"""OpenAI's files, vector stores and stored responses: `retriever.objects.schema`'s tables."""
 _STALE_CHUNKS = (
     # Version 2: chunks whose KV is to be precomputed again, behind neighbours that changed.
     "ALTER TABLE chunks ADD COLUMN kv_stale INTEGER NOT NULL DEFAULT 0",

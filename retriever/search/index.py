@@ -15,7 +15,7 @@ from typing import Literal
 import faiss
 import numpy as np
 
-from retriever.index_file import read_index_file, write_index_file
+from retriever.search.index_file import read_index_file, write_index_file
 
 IndexKind = Literal["flat", "hnsw"]
 HNSW_NEIGHBORS = 32

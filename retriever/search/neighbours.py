@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from retriever.index import VectorIndex
+from retriever.search.index import VectorIndex
 
 CANDIDATE_FACTOR = 8
 

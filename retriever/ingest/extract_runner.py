@@ -1,7 +1,7 @@
 """Extract an upload's text off the event loop, within a time and an expansion budget per file.
 
 Plain text is decoded in a thread: linear work whose output is never larger than the file. HTML and
-PDF go to a child process (`retriever.extract_worker`): a small hostile file can drive their
+PDF go to a child process (`retriever.ingest.extract_worker`): a small hostile file can drive their
 parsers into minutes of work, and a thread cannot be stopped, a process can. The child is killed
 when the time budget runs out or the request is cancelled; at most one child per CPU runs at once.
 """
@@ -16,12 +16,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from retriever.extract import InvalidDocument, TextTooLarge, document_kind, extract_text
+from retriever.ingest.extract import InvalidDocument, TextTooLarge, document_kind, extract_text
 
 logger = logging.getLogger(__name__)
-WORKER_MODULE = "retriever.extract_worker"
+WORKER_MODULE = "retriever.ingest.extract_worker"
 CHILD_MEMORY_BYTES = 2 << 30
-_PACKAGE_PARENT = Path(__file__).resolve().parents[1]
+_PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 
 class ExtractionTimeout(ValueError):

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retriever.cursor_pages import ListSource, PageRequest, select_page
-from retriever.object_db import ObjectDatabase
-from retriever.vector_store_records import (
+from retriever.db.sqlite import ObjectDatabase
+from retriever.objects.cursor_pages import ListSource, PageRequest, select_page
+from retriever.objects.vector_store_records import (
     BATCH_COLUMNS,
     STORE_COLUMNS,
     STORE_FILE_COLUMNS,

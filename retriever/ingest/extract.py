@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 from pathlib import PurePosixPath
 
-from retriever.chunking import normalize_text
-from retriever.html_text import html_to_text
+from retriever.ingest.chunking import normalize_text
+from retriever.ingest.html_text import html_to_text
 
 _KIND_BY_SUFFIX = {
     ".txt": "text",

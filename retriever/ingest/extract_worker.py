@@ -1,6 +1,6 @@
 """Child process that extracts one upload's text, so the server can kill it when it runs too long.
 
-Run as `python -m retriever.extract_worker`. Standard input: one JSON line
+Run as `python -m retriever.ingest.extract_worker`. Standard input: one JSON line
 `{"filename", "content_type", "max_text_bytes", "max_memory_bytes"}`, then the file's bytes.
 Standard output: one JSON object, `{"text": ...}` or `{"error": KIND, "message": ...}` with KIND
 `invalid` or `too_large`. Its address space is capped, so a decompression bomb
@@ -15,7 +15,7 @@ import sys
 import warnings
 from typing import Any
 
-from retriever.extract import InvalidDocument, TextTooLarge, extract_text
+from retriever.ingest.extract import InvalidDocument, TextTooLarge, extract_text
 
 ERROR_KINDS: tuple[tuple[type[Exception], str], ...] = (
     (InvalidDocument, "invalid"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from retriever.vector_store_schema import VECTOR_STORE_SCHEMA
+from retriever.objects.schema import VECTOR_STORE_SCHEMA
 
 SCHEMA_VERSION = 4
 _SCHEMA = (

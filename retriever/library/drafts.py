@@ -1,24 +1,35 @@
-"""What every document-store backend (SQLite, PostgreSQL) does the same way, apart from its SQL:
-de-duplication and id conflicts when storing a batch, new document rows, chunk order, status checks,
-and which chunks await precompute.
+"""The parts of the document store (`retriever.library.document_store`) that hold no connection:
+de-duplication and id conflicts when storing a batch, new document rows and how they are inserted,
+chunk order, status checks, and which chunks await precompute.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from retriever.records import (
+import numpy as np
+
+from retriever.library.changelog import encode_vector
+from retriever.library.records import (
+    DOCUMENT_COLUMNS,
     DOCUMENT_STATUSES,
     ChunkRow,
     DocumentDraft,
     DocumentRow,
     DocumentStatus,
     Insertion,
+    document_values,
+    encode_token_ids,
     metadata_json,
 )
+
+if TYPE_CHECKING:
+    from retriever.library.kv_presence import Executor
 
 PENDING = "(kv_cached = 0 AND document_id IN (SELECT id FROM documents WHERE status = 'indexed'))"
 """Chunks of indexed documents whose KV was never precomputed."""
@@ -75,6 +86,46 @@ def new_document(draft: DocumentDraft, status: DocumentStatus) -> DocumentRow:
         num_chunks=len(draft.chunks),
         num_chars=draft.num_chars,
     )
+
+
+def insert_draft(
+    connection: Executor,
+    document: DocumentRow,
+    draft: DocumentDraft,
+    vectors: np.ndarray | None,
+) -> list[int]:
+    """Insert a document and its draft's chunks, with their `vectors` (one per chunk) where the
+    store keeps embeddings (None where it does not); returns the new chunk ids in order."""
+    connection.execute(
+        f"INSERT INTO documents ({DOCUMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        document_values(document),
+    )
+    embedding = "" if vectors is None else ", embedding"
+    rows = [None] * len(draft.chunks) if vectors is None else list(vectors)
+    chunk_ids: list[int] = []
+    for index, (chunk, vector) in enumerate(zip(draft.chunks, rows, strict=True)):
+        token_ids = encode_token_ids(chunk.token_ids)
+        values: tuple[object, ...] = (document.id, index, chunk.text, token_ids)
+        if vector is not None:
+            values += (encode_vector(vector),)
+        row = connection.execute(
+            f"INSERT INTO chunks (document_id, chunk_index, text, token_ids{embedding}) "
+            f"VALUES ({', '.join('?' * len(values))}) RETURNING id",
+            values,
+        ).fetchone()
+        chunk_ids.append(int(row[0]))
+    return chunk_ids
+
+
+def vectors_by_draft(
+    drafts: Sequence[DocumentDraft], vectors: np.ndarray | None
+) -> list[np.ndarray | None]:
+    """Each draft's rows of `vectors` (one row per chunk of `drafts`, in order); None each
+    without vectors."""
+    if vectors is None:
+        return [None] * len(drafts)
+    starts = np.cumsum([0] + [len(draft.chunks) for draft in drafts])
+    return [vectors[start:end] for start, end in itertools.pairwise(starts)]
 
 
 def in_requested_order(rows: Sequence[ChunkRow], chunk_ids: Sequence[int]) -> list[ChunkRow]:

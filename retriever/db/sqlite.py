@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from retriever.store_schema import open_database
+from retriever.db.sqlite_schema import open_database
 
 
 class ObjectDatabase:
@@ -31,6 +31,9 @@ class ObjectDatabase:
     def reading(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             yield self._connection
+
+    snapshot = reading
+    """Several reads that must agree: the lock keeps out every write of this process."""
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

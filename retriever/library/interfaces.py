@@ -1,8 +1,8 @@
 """What the library and the gateway's background loops need from a document store, whichever
-database holds it: the embedded SQLite file (`retriever.store`) or the PostgreSQL database shared
-by replicas (`retriever.pg_store`); and how an unreachable database shows (`LibraryUnavailable`,
+database holds it (`retriever.library.document_store`: the embedded SQLite file or the PostgreSQL
+database shared by replicas); and how an unreachable database shows (`LibraryUnavailable`,
 `OutageLog`). Adding and deleting documents is the backend's job, because it also moves the
-vector index (`retriever.local_backend`, `retriever.pg_backend`).
+vector index (`retriever.library.local_backend`, `retriever.library.shared_backend`).
 """
 
 from __future__ import annotations
@@ -11,12 +11,18 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from retriever.records import ChunkRow, DocumentDraft, DocumentRow, DocumentStatus, Insertion
+from retriever.library.records import (
+    ChunkRow,
+    DocumentDraft,
+    DocumentRow,
+    DocumentStatus,
+    Insertion,
+)
 
 if TYPE_CHECKING:  # the gateway imports `LibraryUnavailable` without the retrieval extras
     import numpy as np
 
-    from retriever.index import VectorIndex
+    from retriever.search.index import VectorIndex
 
 
 class LibraryUnavailable(RuntimeError):

@@ -6,8 +6,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from retriever.cursor_pages import ListSource, PageRequest, select_page
-from retriever.object_db import ObjectDatabase
+from retriever.db.sqlite import ObjectDatabase
+from retriever.objects.cursor_pages import ListSource, PageRequest, select_page
 
 FILE_COLUMNS = "id, document_id, filename, purpose, bytes, created_at"
 _FILES = ListSource("files", "seq", "id")

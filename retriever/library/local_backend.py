@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.index import IndexKind, VectorIndex
-from retriever.reconcile import TextEmbedder, reconcile
-from retriever.records import ChunkRow, DocumentDraft, Insertion
-from retriever.store import DocumentStore
+from retriever.library.document_store import DocumentStore
+from retriever.library.reconcile import TextEmbedder, reconcile
+from retriever.library.records import ChunkRow, DocumentDraft, Insertion
+from retriever.search.index import IndexKind, VectorIndex
 
 logger = logging.getLogger(__name__)
 STORE_FILE = "documents.sqlite3"

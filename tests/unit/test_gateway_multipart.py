@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from retriever.uploads import (
+from gateway.http.multipart import (
     MAX_FIELD_BYTES,
     MalformedUpload,
     UploadedFile,

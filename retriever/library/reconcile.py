@@ -12,15 +12,15 @@ from typing import Protocol
 
 import numpy as np
 
-from retriever.index import VectorIndex
-from retriever.store import DocumentStore
+from retriever.library.document_store import DocumentStore
+from retriever.search.index import VectorIndex
 
 logger = logging.getLogger(__name__)
 REEMBED_BATCH = 256
 
 
 class TextEmbedder(Protocol):
-    """What the library needs from an embedder (`retriever.embed.Embedder` in production)."""
+    """What the library needs from an embedder (`retriever.search.embed.Embedder` in production)."""
 
     @property
     def dim(self) -> int: ...

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from retriever.object_db import ObjectDatabase
+from retriever.db.sqlite import ObjectDatabase
 
 
 @dataclass(frozen=True)

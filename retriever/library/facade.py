@@ -1,13 +1,14 @@
 """The document library the gateway uses: ingest, search, get, list and delete.
 
-By default it lives under `data_dir` (`retriever.local_backend`: a SQLite file and a FAISS index
-file, one process per `data_dir`). With a `database_url` it is the PostgreSQL library shared by
-replicas (`retriever.pg_backend`: each keeps its index in memory and follows the database).
+By default it lives under `data_dir` (`retriever.library.local_backend`: a SQLite file and a FAISS
+index file, one process per `data_dir`). With a `database_url` it is the PostgreSQL library shared
+by replicas (`retriever.library.shared_backend`: each keeps its index in memory and follows the
+database).
 Writes are serialized by one lock, held only for the database transaction and the index update:
 chunking and embedding a batch happen before it is taken, so a large document does not hold up a
 small one or a delete. Searches run alongside writes. With neighbour contexts, chunks whose
 nearest neighbours a batch joins or a delete leaves are marked to be precomputed again
-(`retriever.neighbours`).
+(`retriever.search.neighbours`).
 """
 
 from __future__ import annotations
@@ -19,18 +20,18 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.chunking import TextTokenizer, chunk_text, content_hash
-from retriever.documents import Hit, IngestResult, NewDocument, validated_texts
-from retriever.index import IndexKind, VectorIndex
-from retriever.library_store import LibraryBackend, LibraryStore
-from retriever.local_backend import INDEX_FILE as INDEX_FILE
-from retriever.local_backend import STORE_FILE as STORE_FILE
-from retriever.local_backend import LocalBackend
-from retriever.neighbours import NeighbourPolicy, joined_neighbourhoods, within_window
-from retriever.pg_backend import SharedBackend
-from retriever.reconcile import TextEmbedder
-from retriever.records import ChunkRow, DocumentDraft, DocumentRow
-from retriever.store_common import DocumentConflict, DuplicateVanished
+from retriever.ingest.chunking import TextTokenizer, chunk_text, content_hash
+from retriever.library.documents import Hit, IngestResult, NewDocument, validated_texts
+from retriever.library.drafts import DocumentConflict, DuplicateVanished
+from retriever.library.interfaces import LibraryBackend, LibraryStore
+from retriever.library.local_backend import INDEX_FILE as INDEX_FILE
+from retriever.library.local_backend import STORE_FILE as STORE_FILE
+from retriever.library.local_backend import LocalBackend
+from retriever.library.reconcile import TextEmbedder
+from retriever.library.records import ChunkRow, DocumentDraft, DocumentRow
+from retriever.library.shared_backend import SharedBackend
+from retriever.search.index import IndexKind, VectorIndex
+from retriever.search.neighbours import NeighbourPolicy, joined_neighbourhoods, within_window
 
 log = logging.getLogger(__name__)
 EMBED_BATCH = 32
@@ -157,7 +158,7 @@ class Library:
 
     def _contexts_holding(self, chunk_ids: list[int], kind: str) -> set[int]:
         """Other chunks whose neighbour context holds (or, for chunks just indexed, now would
-        hold) one of `chunk_ids` in the part the engine keeps (see `retriever.neighbours`);
+        hold) one of `chunk_ids` in the part the engine keeps (see `retriever.search.neighbours`);
         empty without neighbour contexts. A failure is logged, not raised."""
         policy = self.neighbours
         if policy is None or not chunk_ids:

@@ -1,0 +1,250 @@
+"""The store of documents and their chunks, on SQLite or on PostgreSQL, with its SQL written once.
+
+Chunk ids are never reused and double as vector ids in the index. The embedded default is one
+SQLite file (one connection shared by threads under a lock), which stores documents `pending`
+until the local backend has indexed them. On PostgreSQL the store is shared by every replica
+(`RAGBLEND_DATABASE_URL`): chunks keep their embedding, documents are stored `indexed` at once,
+every add or delete also logs the change (`retriever.library.changelog`) for the replicas'
+indexes, and precompute work is handed out with row locks and a lease. Those differences live
+in `retriever.library.store_dialect`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retriever.db.postgres import PgDatabase
+from retriever.ingest.chunking import Chunk
+from retriever.library import kv_presence
+from retriever.library.drafts import (
+    PENDING,
+    REQUEUEABLE,
+    checked_status,
+    in_requested_order,
+    insert_draft,
+    store_drafts,
+    vectors_by_draft,
+)
+from retriever.library.drafts import DocumentConflict as DocumentConflict
+from retriever.library.records import (
+    ChunkRow,
+    DocumentDraft,
+    DocumentRow,
+    DocumentStatus,
+    Insertion,
+    chunk_from_row,
+    select_chunks,
+    select_document,
+    select_documents,
+)
+from retriever.library.store_dialect import open_dialect
+
+
+class DocumentStore:
+    """Documents and chunks in the SQLite file at `where`, or in the PostgreSQL database
+    `where`; every multi-row change is one all-or-nothing transaction."""
+
+    def __init__(self, where: str | Path | PgDatabase) -> None:
+        self.path = None if isinstance(where, PgDatabase) else Path(where)
+        self._dialect = open_dialect(where)
+        self._db = self._dialect.database
+        # Who this server is in `claimed_by` (PostgreSQL).
+        self.claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    def close(self) -> None:
+        self._db.close()
+
+    def add_document(
+        self,
+        doc_id: str | None,
+        content_hash: str,
+        metadata: dict[str, Any],
+        chunks: list[Chunk],
+        num_chars: int,
+    ) -> Insertion:
+        """Store one document (see `add_documents`; SQLite)."""
+        draft = DocumentDraft(doc_id, content_hash, metadata, num_chars, chunks)
+        return self.add_documents([draft])[0]
+
+    def add_documents(
+        self, drafts: Sequence[DocumentDraft], vectors: np.ndarray | None = None
+    ) -> list[Insertion]:
+        """Store documents, all in one transaction: on SQLite with status 'pending' (the backend
+        indexes them); on PostgreSQL with status 'indexed', with their chunks' `vectors` (one
+        row per chunk of `drafts`, in order), and the change logged.
+
+        A draft whose content hash is already stored (or earlier in `drafts`) yields the existing
+        document with `created=False`. An explicit id taken by other content raises
+        `DocumentConflict` and nothing is stored.
+        """
+        if self._dialect.keeps_vectors and vectors is None:
+            raise ValueError("this store keeps the chunks' vectors: pass them")
+        kept = vectors_by_draft(drafts, vectors if self._dialect.keeps_vectors else None)
+        with self._db.transaction() as connection:
+            self._dialect.lock_writes(connection)
+
+            def insert(document: DocumentRow, position: int) -> list[int]:
+                return insert_draft(connection, document, drafts[position], kept[position])
+
+            insertions = store_drafts(
+                drafts,
+                lambda content_hash: select_document(connection, "content_hash = ?", content_hash),
+                lambda doc_id: select_document(connection, "id = ?", doc_id),
+                insert,
+                "indexed" if self._dialect.keeps_vectors else "pending",
+            )
+            created = [insertion for insertion in insertions if insertion.created]
+            if created:
+                self._dialect.log_change(
+                    connection,
+                    "add",
+                    [insertion.document.id for insertion in created],
+                    [chunk_id for insertion in created for chunk_id in insertion.chunk_ids],
+                )
+        return insertions
+
+    def find_by_hash(self, content_hash: str) -> DocumentRow | None:
+        with self._db.reading() as connection:
+            return select_document(connection, "content_hash = ?", content_hash)
+
+    def get_document(self, doc_id: str) -> DocumentRow | None:
+        with self._db.reading() as connection:
+            return select_document(connection, "id = ?", doc_id)
+
+    def list_documents(self, offset: int = 0, limit: int = 100) -> tuple[list[DocumentRow], int]:
+        """A page of documents, oldest first, and the total number of documents."""
+        with self._db.snapshot() as connection:
+            total = connection.execute("SELECT count(*) FROM documents").fetchone()
+            order = f"ORDER BY {self._dialect.insertion_order}"
+            page = select_documents(connection, f"{order} LIMIT ? OFFSET ?", limit, offset)
+        return page, int(total[0]) if total else 0
+
+    def documents_with_status(self, status: DocumentStatus) -> list[DocumentRow]:
+        """Documents with `status`, oldest first."""
+        with self._db.reading() as connection:
+            return select_documents(
+                connection, f"WHERE status = ? ORDER BY {self._dialect.insertion_order}", status
+            )
+
+    def delete_document(self, doc_id: str) -> list[ChunkRow] | None:
+        """Delete a document and its chunks (and log it); returns the removed chunks, or None if
+        unknown."""
+        with self._db.transaction() as connection:
+            self._dialect.lock_writes(connection)
+            if select_document(connection, "id = ?", doc_id) is None:
+                return None
+            removed = select_chunks(connection, "document_id = ? ORDER BY chunk_index", doc_id)
+            connection.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
+            connection.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+            self._dialect.log_change(connection, "delete", [doc_id], [row.id for row in removed])
+        return removed
+
+    def chunks_for(self, chunk_ids: Sequence[int]) -> list[ChunkRow]:
+        """Chunks by id in the order asked; ids that do not exist are skipped."""
+        condition, ids = self._dialect.any_of("id", chunk_ids)
+        with self._db.reading() as connection:
+            rows = select_chunks(connection, condition, ids)
+        return in_requested_order(rows, chunk_ids)
+
+    def chunk_ids(self, document_ids: Sequence[str] | None = None) -> set[int]:
+        """Ids of all chunks, or of the chunks of the given documents."""
+        condition, parameters = "1 = 1", ()
+        if document_ids is not None:
+            condition, ids = self._dialect.any_of("document_id", document_ids)
+            parameters = (ids,)
+        with self._db.reading() as connection:
+            rows = connection.execute(
+                f"SELECT id FROM chunks WHERE {condition}", parameters
+            ).fetchall()
+        return {int(row[0]) for row in rows}
+
+    def set_status(self, doc_id: str, status: DocumentStatus) -> bool:
+        """Set a document's status; False if the document does not exist."""
+        with self._db.transaction() as connection:
+            cursor = connection.execute(
+                "UPDATE documents SET status = ? WHERE id = ?", (checked_status(status), doc_id)
+            )
+        return cursor.rowcount == 1
+
+    def mark_chunk_cached(self, chunk_id: int, kv_key: str | None) -> bool:
+        """Record that a chunk's KV was precomputed, stored under ``kv_key`` (None: it could not
+        be); False if the chunk does not exist. Its document turns ``cached`` with its last chunk.
+        A claim on it ends.
+        """
+        with self._db.transaction() as connection:
+            row = connection.execute(
+                "UPDATE chunks SET kv_cached = 1, kv_key = ?, kv_present = ?, kv_stale = 0"
+                f"{self._dialect.release_claim} WHERE id = ? RETURNING document_id",
+                (kv_key, int(kv_key is not None), chunk_id),
+            ).fetchone()
+            if row is not None:
+                kv_presence.refresh_status(connection, [row[0]])
+        return row is not None
+
+    def progress(self) -> tuple[dict[str, int], int]:
+        """Documents per status, and chunks still waiting for their KV to be precomputed."""
+        with self._db.snapshot() as connection:
+            return kv_presence.progress(connection)
+
+    def apply_kv_presence(self, present: Iterable[str], evicted: Iterable[str]) -> list[str]:
+        """Chunks the engine reports stored (``present``) or evicted, by chunk-store key; updates
+        their documents' status and returns the documents that turned ``cached``."""
+        with self._db.transaction() as connection:
+            documents = kv_presence.set_presence(connection, present, True)
+            documents |= kv_presence.set_presence(connection, evicted, False)
+            return kv_presence.refresh_status(connection, sorted(documents))
+
+    def pending_chunks(self, limit: int) -> list[ChunkRow]:
+        """Up to `limit` chunks of indexed documents whose KV cache is not stored yet, oldest first.
+
+        Documents still being ingested are left out, so a document turns `cached` only after it
+        was `indexed`.
+        """
+        with self._db.reading() as connection:
+            return select_chunks(connection, f"{PENDING} ORDER BY id LIMIT ?", limit)
+
+    def claim_pending_chunks(self, limit: int) -> list[ChunkRow]:
+        """`pending_chunks`, then stale ones (see `requeue_chunks`), each handed to one caller:
+        on PostgreSQL those no replica holds a live claim on, now claimed by this one for
+        `CLAIM_LEASE_S`; with one server per SQLite file there is no one to share them with."""
+        with self._db.transaction() as connection:
+            condition = f"{PENDING} OR kv_stale = 1"
+            rows = self._dialect.claim(connection, condition, limit, self.claimant)
+        ordered = sorted(rows, key=lambda row: (row[-1], row[0]))
+        return [chunk_from_row(row[:-1]) for row in ordered]
+
+    def requeue_chunks(self, chunk_ids: Sequence[int]) -> list[int]:
+        """Mark chunks stale: their KV is to be precomputed again (their neighbours changed); any
+        replica may claim them.
+
+        Only chunks whose KV is stored and present are marked, and only once until it is
+        precomputed again; they stay cached meanwhile. Returns the ids marked now."""
+        condition, ids = self._dialect.any_of("id", chunk_ids)
+        with self._db.transaction() as connection:
+            rows = connection.execute(
+                f"UPDATE chunks SET kv_stale = 1 WHERE {REQUEUEABLE} AND {condition} RETURNING id",
+                (ids,),
+            ).fetchall()
+        return sorted(int(row[0]) for row in rows)
+
+    def cancel_requeue(self, chunk_id: int) -> None:
+        """A stale chunk could not be precomputed again: it keeps the KV it has; its claim ends."""
+        with self._db.transaction() as connection:
+            connection.execute(
+                f"UPDATE chunks SET kv_stale = 0{self._dialect.release_claim} WHERE id = ?",
+                (chunk_id,),
+            )
+
+    def pending_chunks_of(self, document_id: str) -> list[ChunkRow]:
+        """The chunks of one document whose KV cache is not stored yet, in chunk order."""
+        with self._db.reading() as connection:
+            return select_chunks(
+                connection, "kv_cached = 0 AND document_id = ? ORDER BY chunk_index", document_id
+            )

@@ -1,0 +1,2 @@
+"""Finding chunks: the embedder, the FAISS vector index and its file, the follower that keeps a
+replica's index in step with the shared library, and chunks' nearest neighbours."""
