@@ -75,11 +75,6 @@ class BlendPlan:
             body["stats_id"] = self.stats_id
         return {PLAN_KEY: body}
 
-    def extra_args(self) -> dict[str, Any] | None:
-        """``SamplingParams.extra_args`` carrying this plan to the connector; None: full."""
-        params = self.to_params()
-        return {"kv_transfer_params": params} if params else None
-
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> BlendPlan | None:
         """Decode what ``to_params`` encoded; raises ``ValueError`` on anything malformed."""
