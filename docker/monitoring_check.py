@@ -2,8 +2,8 @@
 
 scripts/docker-test.sh starts Debian's ``prometheus`` against the smoke test's server before
 sending traffic, then runs this: each panel target's PromQL (Grafana's ``$__rate_interval``
-replaced by a fixed window) must return at least one series with a number (not NaN). Exits 1
-and names the queries that came back empty.
+replaced by a fixed window, the ``$replica`` variable by its "All" value) must return at least one
+series with a number (not NaN). Exits 1 and names the queries that came back empty.
 """
 
 from __future__ import annotations
@@ -19,12 +19,19 @@ from typing import Any
 import httpx
 
 DASHBOARD = Path(__file__).parent / "grafana" / "dashboards" / "ragblend.json"
+ALL_REPLICAS = ".*"
+"""The ``replica`` template variable's ``allValue``: every scraped instance."""
 
 
 def dashboard_queries(dashboard: dict[str, Any], rate_window: str) -> list[tuple[str, str]]:
-    """(panel title, PromQL) for every target, with Grafana's interval variable filled in."""
+    """(panel title, PromQL) for every target, with Grafana's variables filled in."""
     return [
-        (panel["title"], target["expr"].replace("$__rate_interval", rate_window))
+        (
+            panel["title"],
+            target["expr"]
+            .replace("$__rate_interval", rate_window)
+            .replace("$replica", ALL_REPLICAS),
+        )
         for panel in dashboard["panels"]
         for target in panel["targets"]
     ]

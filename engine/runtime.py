@@ -36,6 +36,8 @@ class EngineOptions:
     tensor_parallel_size: int = 1
     blend: BlendSettings | None = None
     log_level: str = "info"
+    served_model_name: str | None = None
+    """The ``model_name`` label of vLLM's metrics; None: the model folder's path."""
     profile_dir: Path | None = None
     """Where vLLM's torch profiler writes the engine core's traces (``start_profile``); None:
     profiling off. For benchmarks (load_tests/profile_blend.py), not for serving."""
@@ -120,12 +122,13 @@ class Engine:
             tensor_parallel_size=options.tensor_parallel_size,
             enforce_eager=options.device == "cpu",
             gpu_memory_utilization=options.gpu_memory_utilization,
-            disable_log_stats=True,
+            served_model_name=options.served_model_name,
+            disable_log_stats=True,  # no periodic log lines; the Prometheus logger still records
             kv_transfer_config=kv_transfer_config,
             profiler_config=_profiler_config(options.profile_dir),
         )
         log.info("starting vLLM on %s with %s", options.device, options.model_dir)
-        self._llm = AsyncLLM.from_engine_args(args)
+        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=_stat_loggers())
 
     @property
     def max_model_len(self) -> int:
@@ -201,6 +204,15 @@ class Engine:
         self._llm.shutdown()
         if self._stats_inbox is not None:
             self._stats_inbox.close()
+
+
+def _stat_loggers() -> list[object]:
+    """vLLM's Prometheus stat logger alone: the ``vllm:*`` metrics (requests running and waiting,
+    KV cache usage, latency histograms), recorded in this process from the engine core's stats
+    into prometheus_client's default registry, which the gateway's ``/metrics`` exports."""
+    from vllm.v1.metrics.loggers import PrometheusStatLogger
+
+    return [PrometheusStatLogger]
 
 
 def _profiler_config(profile_dir: Path | None) -> object:

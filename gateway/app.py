@@ -32,12 +32,15 @@ from gateway.routes import (
     chat,
     completions,
     documents,
+    embeddings,
     files,
     health,
     models,
     responses,
+    tokenize,
     vector_store_files,
     vector_stores,
+    version,
 )
 from gateway.settings import Settings
 from gateway.state import AppState
@@ -80,7 +83,8 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
     app.add_middleware(RequestCounter)
     install_error_handlers(app)
     openai_routes = (files, vector_stores, vector_store_files, responses)
-    for module in (completions, chat, documents, *openai_routes, models, health):
+    vllm_routes = (embeddings, tokenize, version)
+    for module in (completions, chat, documents, *openai_routes, *vllm_routes, models, health):
         app.include_router(module.router)
     return app
 
@@ -116,6 +120,7 @@ def engine_options(settings: Settings, model_dir: Path, tokenizer: Any) -> Engin
         tensor_parallel_size=settings.tensor_parallel_size,
         blend=blend_settings(settings, tokenizer),
         log_level=settings.log_level,
+        served_model_name=settings.name_for_clients,
     )
 
 

@@ -29,6 +29,10 @@ _TYPE_BY_STATUS = {
     503: "service_unavailable_error",
 }
 
+RETRY_AFTER_S = {429: 1, 503: 5}
+"""``Retry-After`` seconds of the statuses a client should retry: the concurrency limit frees
+within a generation or so; loading, shutting down and an unavailable library take longer."""
+
 LONE_SURROGATE = "lone_surrogate"
 """Validation error type of text that is not valid Unicode; preferred when describing errors."""
 
@@ -63,6 +67,8 @@ def error_body(
 def error_response(error: APIError, headers: dict[str, str] | None = None) -> JSONResponse:
     if error.status == 401:
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+    if error.status in RETRY_AFTER_S:
+        headers = {"Retry-After": str(RETRY_AFTER_S[error.status]), **(headers or {})}
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
 

@@ -15,7 +15,7 @@ TIME_TO_FIRST_TOKEN = Histogram(
     "ragblend_time_to_first_token_seconds",
     "Seconds from request arrival to the first generated token.",
     ["route"],
-    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128),
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128),
 )
 PROMPT_TOKENS = Counter("ragblend_prompt_tokens_total", "Prompt tokens processed.", ["route"])
 GENERATION_TOKENS = Counter("ragblend_generation_tokens_total", "Tokens generated.", ["route"])
@@ -72,6 +72,10 @@ KNOWN_ROUTES = frozenset(
         "/v1/files",
         "/v1/vector_stores",
         "/v1/responses",
+        "/v1/embeddings",
+        "/tokenize",
+        "/detokenize",
+        "/version",
         "/health",
         "/metrics",
     }

