@@ -31,6 +31,8 @@ _TYPE_BY_STATUS = {
 
 LONE_SURROGATE = "lone_surrogate"
 """Validation error type of text that is not valid Unicode; preferred when describing errors."""
+REFUSED_FIELD = "unsupported_field"
+"""Validation error type of a field ragblend refuses; its message is the whole explanation."""
 
 
 class APIError(Exception):
@@ -84,6 +86,10 @@ def _describe_validation(exc: RequestValidationError) -> tuple[str, str | None]:
     param = _param(tuple(first.get("loc", ())))
     if param is None:
         return f"Invalid request body: {first.get('msg')}", None
+    if first.get("type") == "extra_forbidden":
+        return f"Unrecognized request argument supplied: {param}", param
+    if first.get("type") == REFUSED_FIELD:
+        return f"'{param}': {first.get('msg')}", param
     return f"Invalid value for '{param}': {first.get('msg')}", param
 
 
