@@ -93,6 +93,7 @@ class Engine:
             options.log_level,
             options.tensor_parallel_size,
         )
+        from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -123,6 +124,8 @@ class Engine:
             disable_log_stats=True,
             kv_transfer_config=kv_transfer_config,
             profiler_config=_profiler_config(options.profile_dir),
+            # Compact JSON for structured outputs: small models loop on free whitespace.
+            structured_outputs_config=StructuredOutputsConfig(disable_any_whitespace=True),
         )
         log.info("starting vLLM on %s with %s", options.device, options.model_dir)
         self._llm = AsyncLLM.from_engine_args(args)

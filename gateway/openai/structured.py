@@ -97,7 +97,8 @@ def _parsed_schema(value: Any) -> Any:
 
 class StructuredOutputsOptions(BaseModel):
     """vLLM's request extension: exactly one of ``json``, ``regex``, ``choice``, ``grammar``,
-    ``json_object``, and the whitespace options of its JSON grammars."""
+    ``json_object``. vLLM's per-request whitespace options are refused: its xgrammar backend
+    reads only the engine's setting (compact JSON, ``engine/runtime.py``)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -106,9 +107,6 @@ class StructuredOutputsOptions(BaseModel):
     choice: list[str] | None = Field(None, min_length=1)
     grammar: str | None = Field(None, min_length=1)
     json_object: Literal[True] | None = None
-    disable_any_whitespace: bool = False
-    disable_additional_properties: bool = False
-    whitespace_pattern: str | None = None
 
     @field_validator("json_")
     @classmethod
@@ -131,9 +129,6 @@ class StructuredOutputsOptions(BaseModel):
             choice=self.choice,
             grammar=self.grammar,
             json_object=self.json_object,
-            disable_any_whitespace=self.disable_any_whitespace,
-            disable_additional_properties=self.disable_additional_properties,
-            whitespace_pattern=self.whitespace_pattern,
         )
 
 
