@@ -124,8 +124,11 @@ class Engine:
             disable_log_stats=True,
             kv_transfer_config=kv_transfer_config,
             profiler_config=_profiler_config(options.profile_dir),
-            # Compact JSON for structured outputs: small models loop on free whitespace.
-            structured_outputs_config=StructuredOutputsConfig(disable_any_whitespace=True),
+            # Structured outputs on xgrammar ("auto"'s first choice), in compact JSON: small
+            # models loop on free whitespace, and vLLM allows the setting on a named backend only.
+            structured_outputs_config=StructuredOutputsConfig(
+                backend="xgrammar", disable_any_whitespace=True
+            ),
         )
         log.info("starting vLLM on %s with %s", options.device, options.model_dir)
         self._llm = AsyncLLM.from_engine_args(args)
