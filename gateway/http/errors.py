@@ -69,11 +69,15 @@ def error_response(error: APIError, headers: dict[str, str] | None = None) -> JS
 
 
 def _param(location: tuple[Any, ...]) -> str | None:
-    """``("body", "prompt", "list[str]", 1)`` -> ``"prompt.1"``: fields and indices, no types."""
+    """``("body", "prompt", "list[str]", 1)`` -> ``"prompt.1"``: fields and indices, no types
+    (nor the capitalized tags of union alternatives)."""
     parts = [
         str(part)
         for part in location
-        if part != "body" and (isinstance(part, int) or not any(c in str(part) for c in "[(,"))
+        if part != "body"
+        and (
+            isinstance(part, int) or not (str(part)[:1].isupper() or any(c in part for c in "[(,"))
+        )
     ]
     return ".".join(parts) or None
 

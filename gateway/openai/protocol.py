@@ -4,13 +4,25 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
-from engine.contract import Metric
-from gateway.http.errors import LONE_SURROGATE, APIError
+from gateway.http.errors import APIError
 from gateway.openai import field_policy as policy
+from gateway.openai.rag_fields import (
+    MAX_DOCUMENTS,
+    BlendOptions,
+    Document,
+    RetrievalOptions,
+    TitledDocument,
+)
 from gateway.openai.structured import ResponseFormat, StructuredOutputsOptions
+from gateway.openai.text import Text
 from gateway.openai.validation import check_metadata
 
 MAX_STOP_SEQUENCES = 4
@@ -18,67 +30,14 @@ MAX_IDS = 64
 """Most ``stop_token_ids`` per request."""
 MAX_REPETITION_PENALTY = 2.0**31
 """Finite, as vLLM's sampler needs it."""
+TokenId = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
+"""A ``logit_bias`` key: a token id written as a string, as JSON object keys are."""
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 """vLLM seeds torch's generator with a 64-bit signed integer, as its own server bounds them."""
 
 
-def _valid_unicode(text: str) -> str:
-    """JSON's ``\\ud800`` escapes decode to lone surrogates, which no tokenizer can encode."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise PydanticCustomError(
-            LONE_SURROGATE,
-            "text must be valid Unicode; it contains a lone surrogate at position {position}",
-            {"position": exc.start},
-        ) from None
-    return text
-
-
-Text = Annotated[str, AfterValidator(_valid_unicode)]
-TokenId = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
-"""A ``logit_bias`` key: a token id written as a string, as JSON object keys are."""
-
-
 class StreamOptions(BaseModel):
     include_usage: bool = False
-
-
-MAX_DOCUMENTS = 64
-
-
-class BlendOptions(BaseModel):
-    """Per-request blending; unset fields take the server defaults."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mode: Literal["blend", "reuse", "full"] | None = None
-    recompute_ratio: float | None = Field(None, ge=0.0, le=1.0)
-    metric: Metric | None = None
-    """What picks the tokens to recompute (``RAGBLEND_BLEND_METRIC``'s values): a summarizing
-    client may prefer ``v`` where the server's default for library chunks is ``probe``."""
-
-
-class RetrievalOptions(BaseModel):
-    """Retrieve chunks from the ingested documents; they become the request's documents."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    top_k: int = Field(6, ge=1, le=MAX_DOCUMENTS)
-    min_score: float | None = Field(None, ge=-1.0, le=1.0)
-    document_ids: list[Text] | None = Field(None, min_length=1)
-
-
-class TitledDocument(BaseModel):
-    """vLLM's document object: the title goes on its own line before the text, in the chunk."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    title: Text | None = None
-    text: Text
-
-    def chunk_text(self) -> str:
-        return self.text if self.title is None else f"{self.title}\n{self.text}"
 
 
 class SamplingFields(BaseModel):
@@ -112,7 +71,7 @@ class SamplingFields(BaseModel):
     metadata: dict[str, Any] | None = None
     store: bool | None = None
     service_tier: str | None = None
-    documents: list[Text | TitledDocument] | None = Field(None, max_length=MAX_DOCUMENTS)
+    documents: list[Document] | None = Field(None, max_length=MAX_DOCUMENTS)
     blend: BlendOptions | None = None
     retrieval: RetrievalOptions | None = None
 
