@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.connector.stats import StatsInbox
 from engine.contract import BlendPlan, BlendSettings, BlendStats
@@ -95,6 +95,7 @@ class Engine:
             options.log_level,
             options.tensor_parallel_size,
         )
+        from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -126,9 +127,15 @@ class Engine:
             disable_log_stats=True,  # no periodic log lines; the Prometheus logger still records
             kv_transfer_config=kv_transfer_config,
             profiler_config=_profiler_config(options.profile_dir),
+            # Structured outputs on xgrammar ("auto"'s first choice), in compact JSON: small
+            # models loop on free whitespace, and vLLM allows the setting on a named backend only.
+            structured_outputs_config=StructuredOutputsConfig(
+                backend="xgrammar", disable_any_whitespace=True
+            ),
         )
         log.info("starting vLLM on %s with %s", options.device, options.model_dir)
         self._llm = AsyncLLM.from_engine_args(args, stat_loggers=_stat_loggers())
+        self._sampling_defaults: dict[str, Any] | None = None
 
     @property
     def max_model_len(self) -> int:
@@ -141,6 +148,25 @@ class Engine:
     @property
     def max_logprobs(self) -> int:
         return self._llm.model_config.max_logprobs
+
+    @property
+    def sampling_defaults(self) -> dict[str, Any]:
+        """The model's ``generation_config.json`` sampling defaults, read as ``vllm serve``
+        reads them (``temperature``, ``top_p``, ``top_k``, ``min_p``, penalties, ``max_tokens``)."""
+        if self._sampling_defaults is None:
+            self._sampling_defaults = self._llm.model_config.get_diff_sampling_param()
+        return self._sampling_defaults
+
+    def verify(self, params: SamplingParams) -> None:
+        """vLLM's own checks of ``params`` for this model (structured outputs' schema or grammar
+        included), raising ``VLLMValidationError`` before any request is started."""
+        config = self._llm.vllm_config
+        params.verify(
+            config.model_config,
+            config.speculative_config,
+            config.structured_outputs_config,
+            self._llm.tokenizer,
+        )
 
     @property
     def is_alive(self) -> bool:

@@ -35,6 +35,8 @@ within a generation or so; loading, shutting down and an unavailable library tak
 
 LONE_SURROGATE = "lone_surrogate"
 """Validation error type of text that is not valid Unicode; preferred when describing errors."""
+REFUSED_FIELD = "unsupported_field"
+"""Validation error type of a field ragblend refuses; its message is the whole explanation."""
 
 
 class APIError(Exception):
@@ -73,11 +75,15 @@ def error_response(error: APIError, headers: dict[str, str] | None = None) -> JS
 
 
 def _param(location: tuple[Any, ...]) -> str | None:
-    """``("body", "prompt", "list[str]", 1)`` -> ``"prompt.1"``: fields and indices, no types."""
+    """``("body", "prompt", "list[str]", 1)`` -> ``"prompt.1"``: fields and indices, no types
+    (nor the capitalized tags of union alternatives)."""
     parts = [
         str(part)
         for part in location
-        if part != "body" and (isinstance(part, int) or not any(c in str(part) for c in "[(,"))
+        if part != "body"
+        and (
+            isinstance(part, int) or not (str(part)[:1].isupper() or any(c in part for c in "[(,"))
+        )
     ]
     return ".".join(parts) or None
 
@@ -90,6 +96,10 @@ def _describe_validation(exc: RequestValidationError) -> tuple[str, str | None]:
     param = _param(tuple(first.get("loc", ())))
     if param is None:
         return f"Invalid request body: {first.get('msg')}", None
+    if first.get("type") == "extra_forbidden":
+        return f"Unrecognized request argument supplied: {param}", param
+    if first.get("type") == REFUSED_FIELD:
+        return f"'{param}': {first.get('msg')}", param
     return f"Invalid value for '{param}': {first.get('msg')}", param
 
 

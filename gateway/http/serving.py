@@ -21,7 +21,7 @@ from gateway.http import metrics
 from gateway.http.errors import APIError
 from gateway.http.shutdown import Shutdown, until_deadline
 from gateway.openai.protocol import SamplingFields
-from gateway.openai.sampling import sampling_params
+from gateway.openai.sampling import default_max_tokens, sampling_params
 from gateway.rag.generation import ChoiceDelta, Generation, TokenLogprob, Usage
 from gateway.rag.prompts import completion_budget
 from gateway.state import AppState
@@ -129,13 +129,12 @@ def start_generation(
     engine = state.engine
     assert engine is not None
     fields = prepared.fields
+    default = default_max_tokens(engine, state.settings.max_tokens_default)
     budget = min(
-        completion_budget(
-            len(ids), fields.max_tokens, engine.max_model_len, state.settings.max_tokens_default
-        )
+        completion_budget(len(ids), fields.max_tokens, engine.max_model_len, default)
         for ids in prepared.prompts
     )
-    params = sampling_params(fields, budget, prepared.logprobs, engine.max_logprobs)
+    params = sampling_params(fields, budget, prepared.logprobs, engine)
     generation = Generation(
         engine, prepared.prompts, params, prepared.plan, started=prepared.arrived
     )

@@ -2,90 +2,108 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
-from engine.contract import Metric
-from gateway.http.errors import LONE_SURROGATE
+from gateway.http.errors import APIError
+from gateway.openai import field_policy as policy
+from gateway.openai.rag_fields import (
+    MAX_DOCUMENTS,
+    BlendOptions,
+    Document,
+    RetrievalOptions,
+    TitledDocument,
+)
+from gateway.openai.structured import ResponseFormat, StructuredOutputsOptions
+from gateway.openai.text import Text
+from gateway.openai.validation import check_metadata
 
 MAX_STOP_SEQUENCES = 4
+MAX_IDS = 64
+"""Most ``stop_token_ids`` per request."""
+MAX_REPETITION_PENALTY = 2.0**31
+"""Finite, as vLLM's sampler needs it."""
+TokenId = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
+"""A ``logit_bias`` key: a token id written as a string, as JSON object keys are."""
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 """vLLM seeds torch's generator with a 64-bit signed integer, as its own server bounds them."""
-
-
-def _valid_unicode(text: str) -> str:
-    """JSON's ``\\ud800`` escapes decode to lone surrogates, which no tokenizer can encode."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise PydanticCustomError(
-            LONE_SURROGATE,
-            "text must be valid Unicode; it contains a lone surrogate at position {position}",
-            {"position": exc.start},
-        ) from None
-    return text
-
-
-Text = Annotated[str, AfterValidator(_valid_unicode)]
 
 
 class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-MAX_DOCUMENTS = 64
-
-
-class BlendOptions(BaseModel):
-    """Per-request blending; unset fields take the server defaults."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mode: Literal["blend", "reuse", "full"] | None = None
-    recompute_ratio: float | None = Field(None, ge=0.0, le=1.0)
-    metric: Metric | None = None
-    """What picks the tokens to recompute (``RAGBLEND_BLEND_METRIC``'s values): a summarizing
-    client may prefer ``v`` where the server's default for library chunks is ``probe``."""
-
-
-class RetrievalOptions(BaseModel):
-    """Retrieve chunks from the ingested documents; they become the request's documents."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    top_k: int = Field(6, ge=1, le=MAX_DOCUMENTS)
-    min_score: float | None = Field(None, ge=-1.0, le=1.0)
-    document_ids: list[Text] | None = Field(None, min_length=1)
-
-
 class SamplingFields(BaseModel):
-    """Parameters both endpoints share; unknown fields are ignored as vLLM's server does."""
+    """Parameters both endpoints share. Unset sampling fields take the model's
+    ``generation_config.json`` defaults, then OpenAI's (``gateway.openai.sampling``); an
+    unknown field is a 400 (``gateway.openai.field_policy``)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     model: Text
     max_tokens: int | None = Field(None, ge=1)
-    temperature: float = Field(1.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
     n: int = Field(1, ge=1, le=16)
     stop: Text | list[Text] | None = None
     seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX)
-    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
-    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    logit_bias: dict[TokenId, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None
+    top_k: int | None = Field(None, ge=-1)
+    min_p: float | None = Field(None, ge=0.0, le=1.0)
+    repetition_penalty: float | None = Field(None, gt=0.0, le=MAX_REPETITION_PENALTY)
+    stop_token_ids: list[Annotated[int, Field(ge=0)]] | None = Field(None, max_length=MAX_IDS)
+    min_tokens: int = Field(0, ge=0)
+    ignore_eos: bool = False
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputsOptions | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: Text | None = None
-    documents: list[Text] | None = Field(None, max_length=MAX_DOCUMENTS)
+    metadata: dict[str, Any] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
+    documents: list[Document] | None = Field(None, max_length=MAX_DOCUMENTS)
     blend: BlendOptions | None = None
     retrieval: RetrievalOptions | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        return policy.pass_tool_fields(cls.model_fields, policy.without_nulls(data))
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        try:
+            return None if value is None else check_metadata(value)
+        except APIError as exc:
+            raise ValueError(exc.message) from None
+
+    @property
+    def document_texts(self) -> list[str] | None:
+        """Each sent document as its chunk's text."""
+        if self.documents is None:
+            return None
+        return [d if isinstance(d, str) else d.chunk_text() for d in self.documents]
+
     @field_validator("documents")
     @classmethod
-    def _documents_have_text(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and any(not document.strip() for document in value):
-            raise ValueError("documents must not be empty")
+    def _documents_have_text(
+        cls, value: list[str | TitledDocument] | None
+    ) -> list[str | TitledDocument] | None:
+        for document in value or []:
+            text = document if isinstance(document, str) else document.text
+            if not text.strip():
+                raise ValueError("documents must not be empty (a title needs its text)")
         return value
 
     @model_validator(mode="after")
@@ -108,6 +126,8 @@ class SamplingFields(BaseModel):
     def _options_need_stream(self) -> SamplingFields:
         if self.stream_options is not None and not self.stream:
             raise ValueError("stream_options is only allowed when stream is true")
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError("min_tokens must not exceed max_tokens")
         return self
 
     @property
@@ -121,7 +141,9 @@ PromptInput = Text | list[Text] | list[int] | list[list[int]]
 class CompletionRequest(SamplingFields):
     prompt: PromptInput
     logprobs: int | None = Field(None, ge=0, le=20)
-    echo: Literal[False] = False
+    echo: policy.Echo
+    best_of: policy.BestOf
+    suffix: policy.Suffix
 
     @field_validator("prompt")
     @classmethod
@@ -159,6 +181,19 @@ class ChatCompletionRequest(SamplingFields):
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
+    reasoning_effort: policy.ReasoningEffort
+    verbosity: policy.Verbosity
+    audio: policy.Audio
+    modalities: policy.Modalities
+    prediction: policy.Prediction
+    web_search_options: policy.WebSearchOptions
+    functions: policy.Functions
+    function_call: policy.FunctionCall
+    moderation: policy.Moderation
+    prompt_cache_key: Text | None = None
+    prompt_cache_retention: str | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    safety_identifier: Text | None = None
 
     @model_validator(mode="after")
     def _token_limit_and_logprobs(self) -> ChatCompletionRequest:

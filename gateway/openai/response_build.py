@@ -124,7 +124,7 @@ class ResponseBuilder:
                 top_p=1.0 if turn.top_p is None else turn.top_p,
                 tool_choice=turn.tool_choice,
                 tools=tools,  # type: ignore[arg-type]
-                text={"format": {"type": "text"}},  # type: ignore[arg-type]
+                text={"format": turn.text_format},  # type: ignore[arg-type]
                 truncation="disabled",
                 usage=None if usage is None else usage_object(usage),  # type: ignore[arg-type]
                 metadata=turn.metadata,

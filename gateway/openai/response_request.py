@@ -12,12 +12,24 @@ from pydantic import ValidationError
 
 from gateway.http.errors import APIError
 from gateway.openai.filters import Filter, parse_filter
+from gateway.openai.structured import ResponseFormat, text_format
 from gateway.openai.validation import check_metadata, check_text, invalid, parse_params
 
 MAX_SEARCH_RESULTS = 50
 RESULTS = "file_search_call.results"
 TEXT_PARTS = ("input_text", "output_text")
-UNSUPPORTED = ("background", "conversation", "prompt", "top_logprobs", "max_tool_calls")
+UNSUPPORTED = (
+    "background",
+    "background_options",
+    "conversation",
+    "prompt",
+    "top_logprobs",
+    "max_tool_calls",
+    "context_management",
+    "moderation",
+)
+KNOWN = frozenset(response_create_params.ResponseCreateParamsStreaming.__annotations__)
+"""Every field of OpenAI's Responses request (``stream`` included); any other is a 400."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,10 @@ class ResponsesTurn:
     metadata: dict[str, str] = field(default_factory=dict)
     tool_choice: Any = "auto"
     parallel_tool_calls: bool = True
+    text_format: dict[str, Any] = field(default_factory=lambda: {"type": "text"})
+    """``text.format`` as the response echoes it."""
+    response_format: ResponseFormat | None = None
+    """The same, as chat's ``response_format``: what constrains the answer."""
 
     @property
     def question(self) -> str:
@@ -56,11 +72,16 @@ class ResponsesTurn:
 
 
 def parse_turn(body: Any, default_results: int) -> ResponsesTurn:
+    unknown = sorted(set(body) - KNOWN) if isinstance(body, dict) else []
+    if unknown:
+        message = f"Unrecognized request argument supplied: {unknown[0]}"
+        raise APIError(400, message, param=unknown[0])
     params = parse_params(response_create_params.ResponseCreateParamsBase, body)
     for name in UNSUPPORTED:
-        if params.get(name) not in (None, False, 0):
+        if params.get(name) not in (None, False, 0, []):
             raise APIError(400, f"'{name}' is not supported by ragblend.", param=name)
-    _check_text_format(params.get("text"))
+    _check_answer_options(params)
+    text_format, response_format = _text_format(params.get("text"))
     stream = body.get("stream") or False
     if not isinstance(stream, bool):
         raise APIError(400, "'stream' must be a boolean.", param="stream")
@@ -94,6 +115,8 @@ def parse_turn(body: Any, default_results: int) -> ResponsesTurn:
         metadata=check_metadata(params.get("metadata")),
         tool_choice=tool_choice,
         parallel_tool_calls=params.get("parallel_tool_calls") is not False,
+        text_format=text_format,
+        response_format=response_format,
     )
 
 
@@ -178,7 +201,21 @@ def _check_range(value: float | None, param: str, low: float, high: float) -> No
         raise APIError(400, f"'{param}' must be between {low} and {high}.", param=param)
 
 
-def _check_text_format(text: Any) -> None:
-    text_format = (text or {}).get("format") or {"type": "text"}
-    if text_format.get("type") != "text":
-        raise APIError(400, "Only text output is supported.", param="text.format")
+def _text_format(text: Any) -> tuple[dict[str, Any], ResponseFormat | None]:
+    text = text or {}
+    if text.get("verbosity") not in (None, "medium"):
+        message = "'text.verbosity' other than 'medium' is not supported by the served model."
+        raise APIError(400, message, param="text.verbosity")
+    return text_format(text.get("format"))
+
+
+def _check_answer_options(params: dict[str, Any]) -> None:
+    """Options that would change the answer in ways the served model cannot follow."""
+    reasoning = params.get("reasoning") or {}
+    summaries = reasoning.get("summary") or reasoning.get("generate_summary")
+    if reasoning.get("effort") not in (None, "none") or summaries:
+        message = "'reasoning' is not supported: the served model does not reason."
+        raise APIError(400, message, param="reasoning")
+    if params.get("truncation") == "auto":
+        message = "'truncation' 'auto' is not supported: a prompt beyond the context is a 400."
+        raise APIError(400, message, param="truncation")

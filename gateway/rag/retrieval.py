@@ -15,8 +15,9 @@ async def request_chunks(
     fields: SamplingFields, query: str, state: AppState
 ) -> Chunks | None:
     """The chunks to place before the question, or None for a plain request."""
-    if fields.documents is not None:
-        return document_chunks(fields.documents, state.tokenizer)
+    documents = fields.document_texts
+    if documents is not None:
+        return document_chunks(documents, state.tokenizer)
     options = fields.retrieval
     if options is None and state.settings.retrieval_by_default and state.library is not None:
         options = RetrievalOptions(top_k=state.settings.retrieval_top_k)

@@ -70,6 +70,7 @@ def _sampling(turn: ResponsesTurn) -> SamplingFields:
             {
                 "model": turn.model,
                 "stream": turn.stream,
+                "response_format": turn.response_format,
                 **{key: value for key, value in given.items() if value is not None},
             }
         )

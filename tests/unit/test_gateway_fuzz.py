@@ -40,7 +40,9 @@ json_value = st.recursive(
 
 def _fields_of(*models: Any) -> list[str]:
     names = {name for model in models for name in model.model_fields}
-    return sorted(names | {"content", "role", "text", "type", "mode", "top_k"})
+    nested = {"content", "role", "text", "type", "mode", "top_k", "title", "json_schema"}
+    structured = {"name", "schema", "strict", "json", "regex", "choice", "grammar", "json_object"}
+    return sorted(names | nested | structured)
 
 
 def _overrides(fields: list[str]) -> st.SearchStrategy[dict[str, Any]]:
@@ -122,6 +124,16 @@ def test_deep_nesting_and_huge_numbers_are_client_errors(client: TestClient) -> 
         ({"prompt": [1, 2, 3], "documents": ["a document"]}, "prompt"),
         ({"prompt": [[1], [2]], "retrieval": {"top_k": 2}}, "prompt"),
         ({"prompt": ["p"] * 1000, "n": 16}, "n"),
+        ({"prompt": "x", "documents": [{"title": "t", "text": "\ud800"}]}, "documents.0.text"),
+        ({"prompt": "x", "logit_bias": {"1": float("inf")}}, "logit_bias.1"),
+        ({"prompt": "x", "repetition_penalty": 1e300}, "repetition_penalty"),
+        (
+            {
+                "prompt": "x",
+                "response_format": {"type": "json_object", "json_schema": {"name": "n"}},
+            },
+            "response_format",
+        ),
     ],
 )
 def test_the_reported_inputs_get_400_naming_the_param(
