@@ -9,6 +9,7 @@ from pydantic_core import PydanticCustomError
 
 from engine.contract import Metric
 from gateway.http.errors import LONE_SURROGATE
+from gateway.openai.tool_types import ToolCall, ToolChoice, ToolSpec
 
 MAX_STOP_SEQUENCES = 4
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
@@ -146,6 +147,18 @@ class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Text | list[TextPart] | None = None
     name: Text | None = None
+    tool_calls: list[ToolCall] | None = None
+    """An earlier answer's calls (assistant messages only)."""
+    tool_call_id: Text | None = None
+    """The call a ``tool`` message answers."""
+
+    @model_validator(mode="after")
+    def _tool_fields_fit_the_role(self) -> ChatMessage:
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError("only assistant messages carry tool_calls")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("tool messages need the tool_call_id they answer")
+        return self
 
     @property
     def text(self) -> str:
@@ -159,6 +172,10 @@ class ChatCompletionRequest(SamplingFields):
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
+    tools: list[ToolSpec] | None = Field(None, max_length=128)
+    tool_choice: ToolChoice | None = None
+    """Unset: ``auto`` with tools, ``none`` without, as OpenAI defaults it."""
+    parallel_tool_calls: bool = True
 
     @model_validator(mode="after")
     def _token_limit_and_logprobs(self) -> ChatCompletionRequest:

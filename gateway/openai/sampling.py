@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vllm import SamplingParams
 from vllm.exceptions import VLLMValidationError
-from vllm.sampling_params import RequestOutputKind
+from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
 from gateway.http.errors import APIError
 from gateway.openai.protocol import SamplingFields
@@ -15,7 +15,9 @@ def sampling_params(
     max_tokens: int,
     logprobs: int | None,
     max_logprobs: int,
+    structured_outputs: StructuredOutputsParams | None = None,
 ) -> SamplingParams:
+    """``structured_outputs`` constrains decoding (a required or named ``tool_choice``)."""
     if logprobs is not None and logprobs > max_logprobs:
         raise APIError(400, f"logprobs may be at most {max_logprobs}.", param="logprobs")
     if fields.n > 1 and fields.temperature == 0:
@@ -32,6 +34,7 @@ def sampling_params(
             presence_penalty=fields.presence_penalty,
             frequency_penalty=fields.frequency_penalty,
             logprobs=logprobs,
+            structured_outputs=structured_outputs,
             output_kind=RequestOutputKind.DELTA,
         )
     except (VLLMValidationError, ValueError) as exc:
