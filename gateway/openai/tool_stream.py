@@ -17,7 +17,7 @@ from typing import Any
 from vllm.entrypoints.generate.base.protocol import DeltaToolCall
 from vllm.tool_parsers.streaming import extract_required_tool_call_streaming
 
-from gateway.openai.tool_calls import call_id, model_parser, read_answer
+from gateway.openai.tool_calls import ReadAnswer, call_id, model_parser, read_answer, tool_call
 from gateway.openai.tools import ToolCalling
 
 
@@ -39,10 +39,21 @@ class ToolStream:
         self.token_ids: list[int] = []
         self.sent: dict[int, str] = {}
         """Arguments streamed so far, by the index of each announced call."""
+        self.announced: dict[int, tuple[str, str]] = {}
+        """Each announced call's id and name."""
+        self.content = ""
 
     @property
     def called(self) -> bool:
         return bool(self.sent)
+
+    def answer(self) -> ReadAnswer:
+        """What was streamed, as a whole answer: the same ids and arguments."""
+        calls = [
+            tool_call(name, self.sent[index], identifier)
+            for index, (identifier, name) in (sorted(self.announced.items()))
+        ]
+        return ReadAnswer(self.content or None, calls)
 
     def feed(self, text: str, token_ids: Sequence[int] = ()) -> StreamPiece:
         previous, previous_ids = self.text, list(self.token_ids)
@@ -71,6 +82,7 @@ class ToolStream:
         if message is None:
             return StreamPiece()
         calls = [entry for call in message.tool_calls for entry in self._entries(call)]
+        self.content += message.content or ""
         return StreamPiece(message.content or "", calls)
 
     def finish(self) -> StreamPiece:
@@ -112,8 +124,10 @@ class ToolStream:
 
     def _announce(self, index: int, name: str) -> list[dict[str, Any]]:
         self.sent[index] = ""
+        identifier = call_id()
+        self.announced[index] = (identifier, name)
         function = {"name": name, "arguments": ""}
-        return [{"index": index, "id": call_id(), "type": "function", "function": function}]
+        return [{"index": index, "id": identifier, "type": "function", "function": function}]
 
     def _arguments(self, index: int, fragment: str) -> dict[str, Any]:
         self.sent[index] += fragment
