@@ -138,3 +138,62 @@ def test_a_tool_choice_naming_a_missing_function_is_400(client: OpenAI, server: 
         _ask(client, server, tool_choice=missing)
     assert caught.value.status_code == 400
     assert isinstance(caught.value.body, dict) and caught.value.body["param"] == "tool_choice"
+
+
+RESPONSES_TIME = {"type": "function", **TIME["function"], "strict": True}  # type: ignore[dict-item]
+NAMED_RESPONSES = {"type": "function", "name": "get_time"}
+
+
+def test_responses_return_a_function_call_and_take_its_output(
+    client: OpenAI, server: Server
+) -> None:
+    first = client.responses.create(
+        model=server.model,
+        input="What time is it in Paris?",
+        tools=[RESPONSES_TIME],  # type: ignore[list-item]
+        tool_choice=NAMED_RESPONSES,  # type: ignore[arg-type]
+        max_output_tokens=20,
+        temperature=0,
+    )
+    [call] = [item for item in first.output if item.type == "function_call"]
+    assert call.name == "get_time" and call.call_id
+    _check_call("get_time", call.arguments)
+    output = {"type": "function_call_output", "call_id": call.call_id, "output": "09:30"}
+    second = client.responses.create(
+        model=server.model,
+        previous_response_id=first.id,
+        input=[output],  # type: ignore[list-item]
+        tools=[RESPONSES_TIME],  # type: ignore[list-item]
+        tool_choice="none",
+        max_output_tokens=12,
+        temperature=0,
+    )
+    assert second.output[-1].type == "message" and second.output_text
+
+
+def test_streamed_responses_announce_the_call_then_its_arguments(
+    client: OpenAI, server: Server
+) -> None:
+    events = list(
+        client.responses.create(
+            model=server.model,
+            input="What time is it in Paris?",
+            tools=[RESPONSES_TIME],  # type: ignore[list-item]
+            tool_choice="required",
+            max_output_tokens=40,
+            temperature=0,
+            stream=True,
+        )
+    )
+    kinds = [event.type for event in events]
+    added = kinds.index("response.output_item.added")
+    assert events[added].item.type == "function_call"  # type: ignore[union-attr]
+    arguments = "".join(
+        event.delta for event in events if event.type == "response.function_call_arguments.delta"
+    )
+    done = next(e for e in events if e.type == "response.function_call_arguments.done")
+    assert done.arguments == arguments  # type: ignore[union-attr]
+    _check_call("get_time", arguments)
+    assert kinds[-1] == "response.completed"
+    final = events[-1].response  # type: ignore[union-attr]
+    assert [item.type for item in final.output] == ["function_call"]
