@@ -75,8 +75,12 @@ class ToolCalling:
         return schema
 
     def structured_outputs(self) -> StructuredOutputsParams | None:
+        """Compact JSON: small models otherwise spend their tokens on the whitespace the
+        grammar allows and run out before the call closes."""
         schema = self.guided_schema()
-        return None if schema is None else StructuredOutputsParams(json=schema)
+        if schema is None:
+            return None
+        return StructuredOutputsParams(json=schema, disable_any_whitespace=True)
 
 
 def tool_calling(
