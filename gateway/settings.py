@@ -65,6 +65,12 @@ class Settings(BlendServerSettings):
     max_tokens_default: int = Field(
         256, ge=1, description="`max_tokens` used when a request does not set it."
     )
+    tool_parser: str = Field(
+        "auto",
+        description="vLLM tool parser that reads tool calls from answers (`tool_choice` "
+        "`auto`), e.g. `hermes`, `llama3_json`, `mistral`; `auto` picks the served model's "
+        "(hermes for the catalog models).",
+    )
     chunk_cache_memory_gib: float = Field(
         2.0, gt=0, description="Memory tier of the chunk KV store, in GiB."
     )
@@ -166,6 +172,18 @@ class Settings(BlendServerSettings):
         if value is None or not value.get_secret_value().strip():
             return None  # set but empty: unset
         shared_secret(value.get_secret_value())
+        return value
+
+    @field_validator("tool_parser")
+    @classmethod
+    def _tool_parser_known(cls, value: str) -> str:
+        if value == "auto":
+            return value
+        from vllm.tool_parsers import ToolParserManager  # slow to import: only when named
+
+        known = ToolParserManager.list_registered()
+        if value not in known:
+            raise ValueError(f"must be 'auto' or one of vLLM's tool parsers: {', '.join(known)}")
         return value
 
     @field_validator("api_keys", mode="before")

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from vllm.exceptions import VLLMClientError
+from vllm.sampling_params import StructuredOutputsParams
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from engine.contract import BlendPlan
@@ -82,6 +83,8 @@ class PreparedRequest:
     arrived: float
     sources: list[dict[str, Any]] | None = None
     """Retrieved chunks the prompt was built from, reported back to the client."""
+    structured_outputs: StructuredOutputsParams | None = None
+    """What decoding must follow: the JSON a required or named ``tool_choice`` asks for."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,9 @@ def start_generation(
         completion_budget(len(ids), fields.max_tokens, engine.max_model_len, default)
         for ids in prepared.prompts
     )
-    params = sampling_params(fields, budget, prepared.logprobs, engine)
+    params = sampling_params(
+        fields, budget, prepared.logprobs, engine, prepared.structured_outputs
+    )
     generation = Generation(
         engine, prepared.prompts, params, prepared.plan, started=prepared.arrived
     )

@@ -5,6 +5,7 @@ as chat's ``retrieval`` places them (stored token ids, so their cached KV is reu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from engine.contract import BlendPlan
 from gateway.openai.protocol import ChatMessage
@@ -24,25 +25,30 @@ class AnswerPrompt:
     """The chunks in the prompt, best first; None without ``file_search``."""
 
 
-def conversation(turn: ResponsesTurn, history: list[dict[str, str]]) -> list[ChatMessage]:
+def conversation(turn: ResponsesTurn, history: list[dict[str, Any]]) -> list[ChatMessage]:
     """The instructions (this turn's only), the earlier turns, then this turn's input."""
     system = [] if turn.instructions is None else [{"role": "system", "content": turn.instructions}]
     return [ChatMessage.model_validate(message) for message in system + history + turn.messages]
 
 
 def answer_prompt(
-    messages: list[ChatMessage], found: list[FoundChunk] | None, state: AppState, room: int
+    messages: list[ChatMessage],
+    found: list[FoundChunk] | None,
+    state: AppState,
+    room: int,
+    tools: list[dict[str, Any]] | None = None,
 ) -> AnswerPrompt:
-    """The prompt with as many of the best chunks as leave ``room`` tokens to answer in."""
+    """The prompt (``tools`` offered) with as many of the best chunks as leave ``room`` tokens
+    to answer in."""
     tokenizer, engine = state.tokenizer, state.engine
     assert engine is not None
     if not found:
-        return AnswerPrompt(chat_prompt(messages, tokenizer), None, found)
+        return AnswerPrompt(chat_prompt(messages, tokenizer, tools), None, found)
     limit = engine.max_model_len - room
     placed = list(found)
     while True:
         chunks = stored_chunks([chunk.hit.token_ids for chunk in placed], tokenizer)
-        prompt = chat_with_chunks(messages, chunks, tokenizer)
+        prompt = chat_with_chunks(messages, chunks, tokenizer, tools)
         if len(prompt.token_ids) <= limit or len(placed) == 1:
             break
         placed.pop()

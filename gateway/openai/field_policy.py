@@ -2,8 +2,7 @@
 refused with a 400 naming it. This module holds the refusals and the unknown-field rule.
 
 Unknown fields get OpenAI's own answer, ``400 Unrecognized request argument supplied: X``
-(``gateway.http.errors``). The tool-calling fields are known and handled by the chat route's
-tool support; while a request model does not declare them they pass through untouched.
+(``gateway.http.errors``); so are fields a route does not serve (``tools`` on completions).
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 from gateway.http.errors import REFUSED_FIELD
-
-HANDLED_ELSEWHERE = ("tools", "tool_choice", "parallel_tool_calls")
 
 
 def _refusal(allowed: Callable[[Any], bool], reason: str) -> Any:
@@ -68,18 +65,6 @@ Moderation = _refusal(_never, "moderation is not supported: nothing is moderated
 Verbosity = _refusal(
     _default_verbosity, "verbosity other than 'medium' is not supported by the served model."
 )
-
-
-def pass_tool_fields(model_fields: dict[str, Any], data: Any) -> Any:
-    """``data`` without the tool-calling fields that ``model_fields`` does not declare: they
-    belong to the chat route's tool support, which declares and checks them itself."""
-    if not isinstance(data, dict):
-        return data
-    return {
-        key: value
-        for key, value in data.items()
-        if key in model_fields or key not in HANDLED_ELSEWHERE
-    }
 
 
 def without_nulls(data: Any) -> Any:

@@ -23,6 +23,7 @@ from gateway.openai.rag_fields import (
 )
 from gateway.openai.structured import ResponseFormat, StructuredOutputsOptions
 from gateway.openai.text import Text
+from gateway.openai.tool_types import ToolCall, ToolChoice, ToolSpec
 from gateway.openai.validation import check_metadata
 
 MAX_STOP_SEQUENCES = 4
@@ -78,7 +79,7 @@ class SamplingFields(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _known_fields(cls, data: Any) -> Any:
-        return policy.pass_tool_fields(cls.model_fields, policy.without_nulls(data))
+        return policy.without_nulls(data)
 
     @field_validator("metadata")
     @classmethod
@@ -168,6 +169,18 @@ class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Text | list[TextPart] | None = None
     name: Text | None = None
+    tool_calls: list[ToolCall] | None = None
+    """An earlier answer's calls (assistant messages only)."""
+    tool_call_id: Text | None = None
+    """The call a ``tool`` message answers."""
+
+    @model_validator(mode="after")
+    def _tool_fields_fit_the_role(self) -> ChatMessage:
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError("only assistant messages carry tool_calls")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("tool messages need the tool_call_id they answer")
+        return self
 
     @property
     def text(self) -> str:
@@ -194,6 +207,10 @@ class ChatCompletionRequest(SamplingFields):
     prompt_cache_retention: str | None = None
     prompt_cache_options: dict[str, Any] | None = None
     safety_identifier: Text | None = None
+    tools: list[ToolSpec] | None = Field(None, max_length=128)
+    tool_choice: ToolChoice | None = None
+    """Unset: ``auto`` with tools, ``none`` without, as OpenAI defaults it."""
+    parallel_tool_calls: bool = True
 
     @model_validator(mode="after")
     def _token_limit_and_logprobs(self) -> ChatCompletionRequest:

@@ -1,6 +1,6 @@
 """The objects of one ``/v1/responses`` answer, built with the ``openai`` package's own models:
 the ``file_search_call`` item, the assistant message with its ``file_citation`` annotations, the
-usage and the ``Response`` that holds them."""
+``function_call`` items of the model's calls, the usage and the ``Response`` that holds them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from openai.types.responses import (
     Response,
     ResponseFileSearchToolCall,
+    ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseUsage,
 )
@@ -20,6 +21,8 @@ from gateway.http.serving import FinishedChoice
 from gateway.openai.objects import dump
 from gateway.openai.response_request import ResponsesTurn
 from gateway.openai.search import FoundChunk
+from gateway.openai.tool_calls import ReadAnswer, read_answer
+from gateway.openai.tools import ToolCalling
 from gateway.rag.generation import Usage
 
 
@@ -48,6 +51,9 @@ class ResponseBuilder:
     turn: ResponsesTurn
     found: list[FoundChunk] | None
     """The chunks ``file_search`` placed in the prompt; None without ``file_search``."""
+    calling: ToolCalling | None = None
+    """The function tools offered; None without any."""
+    tokenizer: Any = None
     id: str = field(default_factory=lambda: new_id("resp"))
     created_at: int = field(default_factory=lambda: int(time.time()))
     search_id: str = field(default_factory=lambda: new_id("fs"))
@@ -96,6 +102,19 @@ class ResponseBuilder:
             )
         )
 
+    def function_item(self, call: dict[str, Any], status: str) -> dict[str, Any]:
+        """A call as a ``function_call`` item; its item id follows from the call id."""
+        return dump(
+            ResponseFunctionToolCall(
+                id=f"fc_{call['id'].removeprefix('call_')}",
+                call_id=call["id"],
+                type="function_call",
+                name=call["function"]["name"],
+                arguments=call["function"]["arguments"],
+                status=status,  # type: ignore[arg-type]
+            )
+        )
+
     def response(
         self,
         status: str,
@@ -104,7 +123,8 @@ class ResponseBuilder:
         truncated: bool = False,
     ) -> dict[str, Any]:
         turn = self.turn
-        tools = [] if turn.file_search is None else [turn.file_search.tool]
+        searches = [] if turn.file_search is None else [turn.file_search.tool]
+        tools = searches + turn.function_tools
         return dump(
             Response(
                 id=self.id,
@@ -132,13 +152,26 @@ class ResponseBuilder:
             )
         )
 
-    def finished(self, text: str, finish_reason: str | None, usage: Usage) -> dict[str, Any]:
-        """The whole response once the text is complete; kept as ``final``."""
+    def finished(
+        self,
+        text: str,
+        finish_reason: str | None,
+        usage: Usage,
+        answer: ReadAnswer | None = None,
+    ) -> dict[str, Any]:
+        """The whole response once the text is complete; kept as ``final``. ``answer`` is the
+        text read for calls (a stream's own reading), else read here when tools were offered."""
         truncated = finish_reason == "length"
         status = "incomplete" if truncated else "completed"
-        message = self.message_item(text, status, self.citations(text))
-        search = self.search_item("completed")
-        output = [message] if search is None else [search, message]
+        if answer is None:
+            calling = self.calling
+            whole = ReadAnswer(text)
+            answer = whole if calling is None else read_answer(calling, text, self.tokenizer)
+        output = [] if (search := self.search_item("completed")) is None else [search]
+        content = answer.content or ""
+        if content or not answer.calls:
+            output.append(self.message_item(content, status, self.citations(content)))
+        output += [self.function_item(call, status) for call in answer.calls]
         self.final = self.response(status, output, usage, truncated)
         return self.final
 

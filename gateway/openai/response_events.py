@@ -5,7 +5,8 @@ Every event is validated as the ``openai`` package's ``ResponseStreamEvent`` uni
 ``response.created``, ``response.in_progress``, the ``file_search_call`` item and its steps,
 the message item, its text part, ``response.output_text.delta`` events, the annotations, the
 closing ``.done`` events, then ``response.completed`` (``response.incomplete`` when the token
-limit cut the text). A failure ends the stream with an ``error`` event.
+limit cut the text). With function tools, ``gateway.openai.response_tool_events`` streams the
+items instead. A failure ends the stream with an ``error`` event.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic import TypeAdapter
 from gateway.http.serving import StartedGeneration, served_error
 from gateway.http.shutdown import until_deadline
 from gateway.openai.response_build import ResponseBuilder
+from gateway.openai.response_tool_events import ToolEvents
 
 _EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 
@@ -40,8 +42,11 @@ class EventWriter:
         return f"event: {kind}\ndata: {data}\n\n"
 
 
-def opening_events(write: EventWriter, builder: ResponseBuilder) -> Iterator[str]:
-    """Everything before the first token: the response, the finished search, the empty message."""
+def opening_events(
+    write: EventWriter, builder: ResponseBuilder, open_message: bool = True
+) -> Iterator[str]:
+    """Everything before the first token: the response, the finished search, the empty message
+    (unless function tools may make the answer calls instead: ``ToolEvents`` opens it)."""
     opened = builder.response("in_progress", [])
     yield write("response.created", response=opened)
     yield write("response.in_progress", response=opened)
@@ -54,6 +59,8 @@ def opening_events(write: EventWriter, builder: ResponseBuilder) -> Iterator[str
         yield write(
             "response.output_item.done", item=builder.search_item("completed"), output_index=0
         )
+    if not open_message:
+        return
     index = builder.message_index
     message = builder.message_item("", "in_progress", [])
     yield write("response.output_item.added", item=message, output_index=index)
@@ -95,15 +102,19 @@ async def response_events(
 ) -> AsyncIterator[str]:
     """The whole stream; ``keep`` stores the finished response before it is announced."""
     write = EventWriter()
+    tools = None if builder.calling is None else ToolEvents(write, builder)
     try:
-        for event in opening_events(write, builder):
+        for event in opening_events(write, builder, open_message=tools is None):
             yield event
         generation, text, finish_reason = started.generation, "", None
         try:
             async with aclosing(until_deadline(generation.deltas(), deadline)) as deltas:
                 async for delta in deltas:
                     finish_reason = delta.finish_reason or finish_reason
-                    if delta.text:
+                    if tools is not None:
+                        for event in tools.feed(delta.text, delta.token_ids):
+                            yield event
+                    elif delta.text:
                         text += delta.text
                         yield write(
                             "response.output_text.delta",
@@ -111,7 +122,12 @@ async def response_events(
                             logprobs=[],
                             **_at(builder),
                         )
-            final = builder.finished(text, finish_reason, generation.usage)
+            answer = None
+            if tools is not None:
+                for event in tools.finish():
+                    yield event
+                answer = tools.stream.answer()
+            final = builder.finished(text, finish_reason, generation.usage, answer)
             await keep(final)
         except Exception as exc:
             error = served_error(exc)
@@ -119,7 +135,11 @@ async def response_events(
             return
         blend = generation.blend_summary()
         announced = final if blend is None else {**final, "blend": blend}
-        for event in closing_events(write, builder, announced):
+        if tools is None:
+            ending = closing_events(write, builder, announced)
+        else:
+            ending = tools.closing(announced)
+        for event in ending:
             yield event
     finally:
         started.finish()

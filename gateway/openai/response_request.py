@@ -1,6 +1,7 @@
 """A ``POST /v1/responses`` body, checked against the ``openai`` package's own parameter types,
-and the part of it ragblend serves: text messages, sampling, storage and the ``file_search`` tool.
-Anything else that would change the answer is refused with a 400 naming it, never ignored."""
+and the part of it ragblend serves: text messages, sampling, storage, the ``file_search`` tool and
+``function`` tools (with their calls and outputs as input items). Anything else that would change
+the answer is refused with a 400 naming it, never ignored."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pydantic import ValidationError
 
 from gateway.http.errors import APIError
 from gateway.openai.filters import Filter, parse_filter
+from gateway.openai.response_tools import call_message, function_tool, merged_calls, output_message
 from gateway.openai.structured import ResponseFormat, text_format
+from gateway.openai.tool_types import ToolSpec
 from gateway.openai.validation import check_metadata, check_text, invalid, parse_params
 
 MAX_SEARCH_RESULTS = 50
@@ -45,8 +48,8 @@ class FileSearch:
 @dataclass(frozen=True)
 class ResponsesTurn:
     model: str
-    messages: list[dict[str, str]]
-    """This request's input as ``{"role", "content"}`` messages."""
+    messages: list[dict[str, Any]]
+    """This request's input as chat messages (``role``, ``content``, calls and call ids)."""
     instructions: str | None = None
     previous_response_id: str | None = None
     file_search: FileSearch | None = None
@@ -63,6 +66,11 @@ class ResponsesTurn:
     """``text.format`` as the response echoes it."""
     response_format: ResponseFormat | None = None
     """The same, as chat's ``response_format``: what constrains the answer."""
+    functions: list[ToolSpec] = field(default_factory=list)
+    function_params: list[str] = field(default_factory=list)
+    """Where each function tool sits in the request (``tools.N``), for errors."""
+    function_tools: list[dict[str, Any]] = field(default_factory=list)
+    """The function tools as the response echoes them."""
 
     @property
     def question(self) -> str:
@@ -92,7 +100,13 @@ def parse_turn(body: Any, default_results: int) -> ResponsesTurn:
     if any(item != RESULTS for item in include):
         raise APIError(400, f"'include' supports only '{RESULTS}'.", param="include")
     tool_choice = params.get("tool_choice", "auto")
-    file_search = _file_search(body.get("tools") or [], tool_choice, default_results)
+    tools = body.get("tools") or []
+    file_search = _file_search(tools, tool_choice, default_results)
+    functions = {
+        index: tool
+        for index, tool in enumerate(tools)
+        if isinstance(tool, dict) and tool.get("type") == "function"
+    }
     _check_range(params.get("temperature"), "temperature", 0.0, 2.0)
     _check_range(params.get("top_p"), "top_p", 0.0, 1.0)
     max_output_tokens = params.get("max_output_tokens")
@@ -117,10 +131,13 @@ def parse_turn(body: Any, default_results: int) -> ResponsesTurn:
         parallel_tool_calls=params.get("parallel_tool_calls") is not False,
         text_format=text_format,
         response_format=response_format,
+        functions=[function_tool(tool, f"tools.{index}") for index, tool in functions.items()],
+        function_params=[f"tools.{index}" for index in functions],
+        function_tools=list(functions.values()),
     )
 
 
-def _messages(raw: str | list[dict[str, Any]]) -> list[dict[str, str]]:
+def _messages(raw: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     if isinstance(raw, str):
         return [{"role": "user", "content": check_text(raw, "input")}]
     messages = []
@@ -128,6 +145,12 @@ def _messages(raw: str | list[dict[str, Any]]) -> list[dict[str, str]]:
         kind = item.get("type", "message")
         if kind == "file_search_call":
             continue  # an earlier turn's search, sent back: its answer follows as a message
+        if kind == "function_call":
+            messages.append(call_message(item, f"input.{index}"))
+            continue
+        if kind == "function_call_output":
+            messages.append(output_message(item, f"input.{index}"))
+            continue
         if kind != "message" or "role" not in item:
             raise APIError(
                 400, f"Input items of type '{kind}' are not supported.", param=f"input.{index}"
@@ -136,7 +159,7 @@ def _messages(raw: str | list[dict[str, Any]]) -> list[dict[str, str]]:
         messages.append({"role": item["role"], "content": text})
     if not messages:
         raise APIError(400, "'input' has no message.", param="input")
-    return messages
+    return merged_calls(messages)
 
 
 def _text(content: str | list[dict[str, Any]], param: str) -> str:
@@ -155,9 +178,12 @@ def _text(content: str | list[dict[str, Any]], param: str) -> str:
 
 
 def _file_search(tools: list[Any], tool_choice: Any, default_results: int) -> FileSearch | None:
-    """The ``file_search`` tool, or None when there is none or ``tool_choice`` is ``none``."""
+    """The ``file_search`` tool, or None when there is none or ``tool_choice`` is ``none``;
+    ``function`` tools are read by ``parse_turn``."""
     searches = []
     for index, tool in enumerate(tools):
+        if isinstance(tool, dict) and tool.get("type") == "function":
+            continue
         if not isinstance(tool, dict) or tool.get("type") != "file_search":
             kind = tool.get("type") if isinstance(tool, dict) else tool
             raise APIError(
@@ -167,9 +193,11 @@ def _file_search(tools: list[Any], tool_choice: Any, default_results: int) -> Fi
     if len(searches) > 1:
         raise APIError(400, "Send one 'file_search' tool.", param="tools")
     chosen = tool_choice if isinstance(tool_choice, str) else tool_choice.get("type")
-    if chosen not in ("auto", "required", "none", "file_search"):
+    if chosen not in ("auto", "required", "none", "file_search", "function"):
         raise APIError(400, f"'tool_choice' '{chosen}' is not supported.", param="tool_choice")
-    if chosen in ("required", "file_search") and not searches:
+    functions = any(isinstance(tool, dict) and tool.get("type") == "function" for tool in tools)
+    asks_search = chosen == "file_search" or (chosen == "required" and not functions)
+    if asks_search and not searches:
         raise APIError(400, "'tool_choice' asks for file_search, which 'tools' lacks.")
     return searches[0] if searches and chosen != "none" else None
 

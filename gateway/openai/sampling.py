@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from vllm import SamplingParams
 from vllm.exceptions import VLLMValidationError
-from vllm.sampling_params import RequestOutputKind
+from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
 from gateway.http.errors import APIError
 from gateway.openai.protocol import SamplingFields
@@ -52,8 +52,14 @@ def default_max_tokens(engine: SamplingEngine, server_default: int) -> int:
 
 
 def sampling_params(
-    fields: SamplingFields, max_tokens: int, logprobs: int | None, engine: SamplingEngine
+    fields: SamplingFields,
+    max_tokens: int,
+    logprobs: int | None,
+    engine: SamplingEngine,
+    tool_constraint: StructuredOutputsParams | None = None,
 ) -> SamplingParams:
+    """``tool_constraint`` forces decoding to a tool call (a required or named ``tool_choice``);
+    it takes the place of the request's own structured output."""
     if logprobs is not None and logprobs > engine.max_logprobs:
         raise APIError(400, f"logprobs may be at most {engine.max_logprobs}.", param="logprobs")
     chosen = _with_defaults(fields, engine.sampling_defaults)
@@ -67,6 +73,8 @@ def sampling_params(
     constraint, constraint_field = structured_outputs(
         fields.response_format, fields.structured_outputs
     )
+    if tool_constraint is not None:
+        constraint, constraint_field = tool_constraint, "tool_choice"
     try:
         params = SamplingParams(
             n=fields.n,

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from engine.contract import ChunkSpan
 from gateway.http.errors import APIError
 from gateway.openai.protocol import ChatMessage
+from gateway.openai.tool_prompt import render_chat
 from gateway.rag.context_passages import CONTEXT_PASSAGES
 
 CHUNK_SEPARATOR = "\n\n"
@@ -99,12 +100,16 @@ def completion_with_chunks(prompt: str, chunks: Chunks, tokenizer: Any) -> Chunk
     return _place(completion_head(tokenizer), chunks, tail)
 
 
-def chat_with_chunks(messages: list[ChatMessage], chunks: Chunks, tokenizer: Any) -> ChunkedPrompt:
-    """The chat template, with the chunks right before the last user message's content."""
-    index = _last_user_index(messages)
-    conversation = [{"role": m.role, "content": m.text} for m in messages]
-    conversation[index]["content"] = _SENTINEL + conversation[index]["content"]
-    text = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
+def chat_with_chunks(
+    messages: list[ChatMessage],
+    chunks: Chunks,
+    tokenizer: Any,
+    tools: list[dict[str, Any]] | None = None,
+) -> ChunkedPrompt:
+    """The chat template (with ``tools`` offered), the chunks right before the last user
+    message's content."""
+    _check_user_message(messages)
+    text = render_chat(messages, tokenizer, tools, before_last_user=_SENTINEL)
     head, sentinel, tail = text.partition(_SENTINEL)
     if not sentinel:
         raise APIError(400, "The chat template dropped the user message.", param="messages")
@@ -114,8 +119,6 @@ def chat_with_chunks(messages: list[ChatMessage], chunks: Chunks, tokenizer: Any
     )
 
 
-def _last_user_index(messages: list[ChatMessage]) -> int:
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == "user":
-            return index
-    raise APIError(400, "documents and retrieval need a user message.", param="messages")
+def _check_user_message(messages: list[ChatMessage]) -> None:
+    if all(message.role != "user" for message in messages):
+        raise APIError(400, "documents and retrieval need a user message.", param="messages")

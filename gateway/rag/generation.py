@@ -32,6 +32,8 @@ class ChoiceDelta:
     num_tokens: int
     logprobs: list[TokenLogprob] | None
     finish_reason: str | None
+    token_ids: Sequence[int] = ()
+    """The delta's tokens, which some tool parsers read besides the text."""
 
 
 @dataclass
@@ -107,6 +109,7 @@ class Generation:
                         num_tokens=len(completion.token_ids),
                         logprobs=_token_logprobs(completion, self.params.logprobs),
                         finish_reason=completion.finish_reason,
+                        token_ids=completion.token_ids,
                     )
 
     def _record_cache_use(self, position: int, output: Any) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from gateway.http.errors import APIError
 from gateway.openai.protocol import ChatMessage, PromptInput
+from gateway.openai.tool_prompt import render_chat
 
 
 def completion_prompts(prompt: PromptInput, tokenizer: Any, vocab_size: int) -> list[list[int]]:
@@ -19,19 +20,12 @@ def completion_prompts(prompt: PromptInput, tokenizer: Any, vocab_size: int) -> 
     return [_checked_ids(ids, vocab_size) for ids in prompt]  # type: ignore[arg-type]
 
 
-def chat_prompt(messages: list[ChatMessage], tokenizer: Any) -> list[int]:
-    """Render the model's chat template and tokenize it without adding special tokens twice."""
-    if tokenizer.chat_template is None:
-        raise APIError(400, "This model has no chat template; use /v1/completions.")
-    conversation = [{"role": message.role, "content": message.text} for message in messages]
-    try:
-        text = tokenizer.apply_chat_template(
-            conversation, add_generation_prompt=True, tokenize=False
-        )
-    except Exception as exc:  # the template itself rejects some conversations
-        message = f"The chat template rejected the messages: {exc}"
-        raise APIError(400, message, param="messages") from exc
-    return tokenizer.encode(text, add_special_tokens=False)
+def chat_prompt(
+    messages: list[ChatMessage], tokenizer: Any, tools: list[dict[str, Any]] | None = None
+) -> list[int]:
+    """Render the model's chat template (with ``tools`` offered) and tokenize it without adding
+    special tokens twice."""
+    return tokenizer.encode(render_chat(messages, tokenizer, tools), add_special_tokens=False)
 
 
 def _checked_ids(ids: list[int], vocab_size: int) -> list[int]:

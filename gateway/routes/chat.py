@@ -1,4 +1,6 @@
-"""``POST /v1/chat/completions``."""
+"""``POST /v1/chat/completions``, with function tools: offered through the chat template, the
+answer's calls read into ``tool_calls`` (streamed as ``delta.tool_calls``), ``required`` and a
+named ``tool_choice`` enforced by guided decoding."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from fastapi.responses import Response
 from gateway.http.admission import check_choice_count
 from gateway.http.serving import FinishedChoice, PreparedRequest, respond, response_id
 from gateway.openai.protocol import ChatCompletionRequest
+from gateway.openai.tool_calls import read_answer
+from gateway.openai.tool_stream import StreamPiece, ToolStream
+from gateway.openai.tools import ToolCalling, parser_name, tool_calling
 from gateway.rag.blending import blend_plan
 from gateway.rag.chunked_prompt import chat_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
@@ -30,6 +35,9 @@ async def create_chat_completion(
     arrived = time.perf_counter()
     check_model(body.model, state)
     check_choice_count(1, body.n, state.settings.max_choices_per_request)
+    parser = parser_name(state.settings.tool_parser, state.settings.model)
+    calling = tool_calling(body.tools, body.tool_choice, body.parallel_tool_calls, parser)
+    tools = None if calling is None else calling.template_tools()
     ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
@@ -37,15 +45,16 @@ async def create_chat_completion(
     questions = [message.text for message in body.messages if message.role == "user"]
     chunks = await request_chunks(body, questions[-1] if questions else "", state)
     if chunks is not None:
-        chunked = chat_with_chunks(body.messages, chunks, state.tokenizer)
+        chunked = chat_with_chunks(body.messages, chunks, state.tokenizer, tools)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
         prompt, sources = chunked.token_ids, chunks.sources
     else:
-        prompt = chat_prompt(body.messages, state.tokenizer)
+        prompt = chat_prompt(body.messages, state.tokenizer, tools)
     top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     completion_id, created = response_id("chatcmpl")
-    response_format = ChatFormat(completion_id, created, body.model)
-    prepared = PreparedRequest(body, [prompt], plan, top_logprobs, arrived, sources)
+    response_format = ChatFormat(completion_id, created, body.model, calling, state.tokenizer)
+    guided = None if calling is None else calling.structured_outputs()
+    prepared = PreparedRequest(body, [prompt], plan, top_logprobs, arrived, sources, guided)
     return await respond(request, state, prepared, response_format)
 
 
@@ -54,7 +63,10 @@ class ChatFormat:
     completion_id: str
     created: int
     model: str
+    calling: ToolCalling | None = None
+    tokenizer: Any = None
     _opened: set[int] = field(default_factory=set)
+    _streams: dict[int, ToolStream] = field(default_factory=dict)
 
     def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
         return {
@@ -72,28 +84,37 @@ class ChatFormat:
             self._opened.add(delta.index)
             opening = {"role": "assistant", "content": ""}
             chunks.append(self._chunk([_stream_choice(delta.index, opening, None, None)]))
-        if delta.text or delta.logprobs:
-            content = {"content": delta.text}
+        piece = self._piece(delta)
+        if piece.content or delta.logprobs:
+            content = {"content": piece.content}
             logprobs = _logprobs(delta.logprobs)
             chunks.append(self._chunk([_stream_choice(delta.index, content, logprobs, None)]))
+        if piece.calls:
+            calls = {"tool_calls": piece.calls}
+            chunks.append(self._chunk([_stream_choice(delta.index, calls, None, None)]))
         if delta.finish_reason is not None:
-            closing = _stream_choice(delta.index, {}, None, delta.finish_reason)
-            chunks.append(self._chunk([closing]))
+            stream = self._streams.get(delta.index)
+            finish = _finish_reason(delta.finish_reason, stream is not None and stream.called)
+            chunks.append(self._chunk([_stream_choice(delta.index, {}, None, finish)]))
         return chunks
+
+    def _piece(self, delta: ChoiceDelta) -> StreamPiece:
+        """The delta's content and tool-call entries; the text as it is without tools."""
+        if self.calling is None:
+            return StreamPiece(delta.text)
+        stream = self._streams.get(delta.index)
+        if stream is None:
+            stream = self._streams[delta.index] = ToolStream(self.calling, self.tokenizer)
+        piece = stream.feed(delta.text, delta.token_ids)
+        if delta.finish_reason is None:
+            return piece
+        return StreamPiece(piece.content, piece.calls + stream.finish().calls)
 
     def usage_chunk(self, usage: Usage) -> dict[str, Any]:
         return {**self._chunk([]), "usage": usage.as_dict()}
 
     def body(self, choices: list[FinishedChoice], usage: Usage) -> dict[str, Any]:
-        rendered = [
-            {
-                "index": choice.index,
-                "message": {"role": "assistant", "content": choice.text},
-                "logprobs": _logprobs(choice.logprobs),
-                "finish_reason": choice.finish_reason,
-            }
-            for choice in choices
-        ]
+        rendered = [self._choice(choice) for choice in choices]
         return {
             "id": self.completion_id,
             "object": "chat.completion",
@@ -102,6 +123,27 @@ class ChatFormat:
             "choices": rendered,
             "usage": usage.as_dict(),
         }
+
+    def _choice(self, choice: FinishedChoice) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": choice.text}
+        finish = choice.finish_reason
+        if self.calling is not None:
+            answer = read_answer(self.calling, choice.text, self.tokenizer)
+            message["content"] = answer.content
+            if answer.calls:
+                message["tool_calls"] = answer.calls
+            finish = _finish_reason(finish, bool(answer.calls))
+        return {
+            "index": choice.index,
+            "message": message,
+            "logprobs": _logprobs(choice.logprobs),
+            "finish_reason": finish,
+        }
+
+
+def _finish_reason(reason: str | None, called: bool) -> str | None:
+    """``tool_calls`` when the answer ended on its own after calling tools."""
+    return "tool_calls" if called and reason == "stop" else reason
 
 
 def _stream_choice(

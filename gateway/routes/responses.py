@@ -1,4 +1,6 @@
-"""``/v1/responses``: OpenAI's Responses API for text, with the ``file_search`` tool.
+"""``/v1/responses``: OpenAI's Responses API for text, with the ``file_search`` tool and
+``function`` tools (the model's calls come back as ``function_call`` items; a later request
+sends ``function_call_output`` items, with or without ``previous_response_id``).
 
 ``file_search`` searches the named vector stores for the last user message and places the chunks
 found as blended documents (their cached KV reused at any position, as chat's ``retrieval``
@@ -25,7 +27,9 @@ from gateway.openai.protocol import SamplingFields
 from gateway.openai.response_build import ResponseBuilder
 from gateway.openai.response_events import response_events
 from gateway.openai.response_request import ResponsesTurn, parse_turn
+from gateway.openai.response_tools import assistant_turn, function_choice
 from gateway.openai.search import FoundChunk, StoreSearch, search_stores
+from gateway.openai.tools import ToolCalling, parser_name, tool_calling
 from gateway.openai.validation import invalid
 from gateway.state import AppState, CurrentState, authorized, check_model, ready_state
 from retriever import RagObjects, StoredResponse
@@ -40,12 +44,18 @@ async def create_response(request: Request, state: CurrentState, body: JSONBody)
     turn = parse_turn(body, state.settings.retrieval_top_k)
     check_model(turn.model, state)
     fields = _sampling(turn)
+    calling = _calling(turn, state)
     ready_state(request)
     history = await _history(state, turn)
     found = None if turn.file_search is None else await _search(state, turn)
-    prompt = answer_prompt(conversation(turn, history), found, state, answer_room(turn, state))
-    builder = ResponseBuilder(turn, prompt.placed)
-    prepared = PreparedRequest(fields, [prompt.token_ids], prompt.plan, None, arrived)
+    tools = None if calling is None else calling.template_tools()
+    room = answer_room(turn, state)
+    prompt = answer_prompt(conversation(turn, history), found, state, room, tools)
+    builder = ResponseBuilder(turn, prompt.placed, calling, state.tokenizer)
+    guided = None if calling is None else calling.structured_outputs()
+    prepared = PreparedRequest(
+        fields, [prompt.token_ids], prompt.plan, None, arrived, structured_outputs=guided
+    )
     started = start_generation(request, state, prepared)
     keep = partial(_keep, state, turn, history)
     if turn.stream:
@@ -78,7 +88,19 @@ def _sampling(turn: ResponsesTurn) -> SamplingFields:
         raise invalid(exc) from None
 
 
-async def _history(state: AppState, turn: ResponsesTurn) -> list[dict[str, str]]:
+def _calling(turn: ResponsesTurn, state: AppState) -> ToolCalling | None:
+    """The function tools as chat serves them; None without any (or with ``tool_choice``
+    ``none``)."""
+    if not turn.functions:
+        return None
+    parser = parser_name(state.settings.tool_parser, state.settings.model)
+    choice = function_choice(turn.tool_choice)
+    return tool_calling(
+        turn.functions, choice, turn.parallel_tool_calls, parser, turn.function_params
+    )
+
+
+async def _history(state: AppState, turn: ResponsesTurn) -> list[dict[str, Any]]:
     """The conversation up to ``previous_response_id``; empty without one."""
     if turn.previous_response_id is None:
         return []
@@ -108,13 +130,12 @@ async def _search(state: AppState, turn: ResponsesTurn) -> list[FoundChunk]:
 
 
 async def _keep(
-    state: AppState, turn: ResponsesTurn, history: list[dict[str, str]], final: dict[str, Any]
+    state: AppState, turn: ResponsesTurn, history: list[dict[str, Any]], final: dict[str, Any]
 ) -> None:
     """Store the finished response and its conversation, unless ``store`` is false."""
     if not turn.store or state.rag_objects is None:
         return
-    answer = final["output"][-1]["content"][0]["text"]
-    turns = [*history, *turn.messages, {"role": "assistant", "content": answer}]
+    turns = [*history, *turn.messages, assistant_turn(final["output"])]
     stored = StoredResponse(final["id"], final, turns)
     await asyncio.to_thread(state.rag_objects.responses.save, stored)
 

@@ -54,7 +54,7 @@ def test_file_search_tool_defaults_and_tool_choice_none():
             {"input": [{"role": "user", "content": [{"type": "input_image", "detail": "auto"}]}]},
             "input.0.content.0",
         ),
-        ({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]}, "input.0"),
+        ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input.0"),
         ({"temperature": "hot"}, "temperature"),
         ({"background": True}, "background"),
         (
