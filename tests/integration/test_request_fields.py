@@ -142,9 +142,11 @@ def test_top_k_one_samples_the_greedy_answer(client: OpenAI, server: Server) -> 
     assert [choice.text for choice in sampled.choices] == [greedy] * 3
 
 
-def test_titled_documents_are_chunks_that_hit_the_second_time(
+def test_titled_documents_are_chunks_that_hit_the_second_time_under_a_schema(
     client: OpenAI, server: Server
 ) -> None:
+    """A structured-output request with documents reuses every cached chunk, and its answer
+    still parses against the schema."""
     tag = uuid.uuid4().hex[:8]
     documents = [
         {"title": f"Summit {tag}", "text": "The 2031 summit takes place in Oslo."},
@@ -152,12 +154,17 @@ def test_titled_documents_are_chunks_that_hit_the_second_time(
     ]
     body = {"documents": documents, "blend": {"mode": "blend"}}
 
-    def ask() -> dict:
+    def ask(**fields: object) -> tuple[dict, str | None]:
         reply = client.chat.completions.create(
-            model=server.model, messages=ASK, max_tokens=4, temperature=0, extra_body=body
+            model=server.model, messages=ASK, temperature=0, extra_body=body, **fields
         )
-        return reply.model_extra["blend"]
+        return reply.model_extra["blend"], reply.choices[0].message.content
 
-    first, second = ask(), ask()
+    first, _ = ask(max_tokens=4)
     assert first["chunks_missed"] == 2
+    schema = {"name": "city", "schema": CITY_SCHEMA, "strict": True}
+    second, answer = ask(
+        max_tokens=120, response_format={"type": "json_schema", "json_schema": schema}
+    )
     assert (second["chunks_hit"], second["chunks_missed"]) == (2, 0)
+    jsonschema.validate(json.loads(answer or ""), CITY_SCHEMA)
