@@ -38,7 +38,8 @@ class Server:
 
     def client(self) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.api_key}"}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=120)
+        # Generous: on a busy 2-core machine eight concurrent ratio-1.0 blends take ~100 s.
+        return httpx.Client(base_url=self.url, headers=headers, timeout=300)
 
 
 def _free_port() -> int:
