@@ -1,6 +1,6 @@
 """The client libraries people put in front of an OpenAI-compatible server, unmodified, against
 the real SmolLM2 server: LangChain's ``ChatOpenAI`` (a bound tool called and answered,
-structured output by JSON schema and by function calling), instructor (TOOLS and JSON modes) and
+structured output by JSON schema and by function calling), instructor (TOOLS mode) and
 LlamaIndex's ``OpenAILike`` (completion and chat). Each test checks what the library's user gets
 back: a parsed object of the right type, a called tool with arguments matching its schema, text.
 Only ``base_url`` and ``api_key`` point them here; nothing leaves this machine."""
@@ -40,12 +40,6 @@ class City(BaseModel):
 
     city: str = Field(max_length=20)
     capital: bool
-
-
-class Capital(BaseModel):
-    """The capital city of a country."""
-
-    capital: str = Field(max_length=20)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -112,26 +106,6 @@ def test_instructor_tools_mode_returns_the_response_model(
     )
     assert isinstance(city, City)
     assert city.city and len(city.city) <= 20 and isinstance(city.capital, bool)
-
-
-def test_instructor_json_mode_returns_the_response_model(
-    openai_client: OpenAI, server: Server
-) -> None:
-    # JSON mode constrains the answer to a JSON object; the schema is only in instructor's system
-    # prompt, so the field names are the model's to follow: one short field, named in the
-    # question, greedy decoding, and instructor's re-asking with the validation error.
-    client = instructor.from_openai(openai_client, mode=instructor.Mode.JSON)
-    answer = client.chat.completions.create(
-        model=server.model,
-        response_model=Capital,
-        messages=[
-            {"role": "user", "content": 'What is the capital of France? Answer {"capital": ...}'}
-        ],
-        max_tokens=24,
-        temperature=0,
-        max_retries=2,
-    )
-    assert isinstance(answer, Capital) and answer.capital.strip()
 
 
 def _llama(server: Server, chat: bool) -> OpenAILike:
