@@ -17,7 +17,7 @@ extras="$device,retrieval"
 [ "${1:-}" = "dev" ] && extras="$extras,dev"
 
 stamp=".venv/.ragblend-installed"
-wanted="$extras $(sha256sum pyproject.toml | cut -c1-16)"
+wanted="$extras $(cat pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
   exit 0
 fi
@@ -25,6 +25,14 @@ fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 echo "Installing ragblend[$extras] into .venv/ (first time: a few minutes)" >&2
 .venv/bin/python -m pip install --disable-pip-version-check -q -e ".[$extras]"
+if [ "${1:-}" = "dev" ]; then
+  # Client libraries the compatibility tests drive whose metadata caps jiter, rich, openai or
+  # setuptools below the releases the gateway ships; they run on them (the tests show it). Their
+  # other requirements are in the dev extra.
+  .venv/bin/python -m pip install --disable-pip-version-check -q --no-deps \
+    instructor==1.17.0 llama-index-core==0.14.25 \
+    llama-index-llms-openai==0.8.3 llama-index-llms-openai-like==0.8.1
+fi
 # pip drags in CUDA builds of these; they break `import transformers` on the CPU torch.
 if [ "$device" = cpu ]; then
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
