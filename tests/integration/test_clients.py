@@ -1,6 +1,6 @@
 """The client libraries people put in front of an OpenAI-compatible server, unmodified, against
 the real SmolLM2 server: LangChain's ``ChatOpenAI`` (a bound tool called and answered,
-structured output by JSON schema and by function calling), instructor (TOOLS mode) and
+structured output by JSON schema and by function calling), instructor (TOOLS and JSON modes) and
 LlamaIndex's ``OpenAILike`` (completion and chat). Each test checks what the library's user gets
 back: a parsed object of the right type, a called tool with arguments matching its schema, text.
 Only ``base_url`` and ``api_key`` point them here; nothing leaves this machine."""
@@ -106,6 +106,28 @@ def test_instructor_tools_mode_returns_the_response_model(
     )
     assert isinstance(city, City)
     assert city.city and len(city.city) <= 20 and isinstance(city.capital, bool)
+
+
+def test_instructor_json_mode_returns_the_response_model(
+    openai_client: OpenAI, server: Server
+) -> None:
+    # JSON mode sends ``response_format: json_object`` and the schema as text; SmolLM2-135M copies
+    # that schema back unless one earlier turn shows an instance, as a user of a small model does.
+    client = instructor.from_openai(openai_client, mode=instructor.Mode.JSON)
+    city = client.chat.completions.create(
+        model=server.model,
+        response_model=City,
+        messages=[
+            {"role": "user", "content": "Rome is the capital of Italy. Describe Rome."},
+            {"role": "assistant", "content": '{"city": "Rome", "capital": true}'},
+            {"role": "user", "content": "Paris is the capital of France. Describe Paris."},
+        ],
+        max_tokens=40,
+        temperature=0,
+        max_retries=1,
+    )
+    assert isinstance(city, City)
+    assert city.city == "Paris" and isinstance(city.capital, bool)
 
 
 def _llama(server: Server, chat: bool) -> OpenAILike:
