@@ -95,7 +95,8 @@ class Settings(BlendServerSettings):
     chunk_cache_secret: SecretStr | None = Field(
         None,
         description="Hex secret (32 to 128 characters) signing cached chunk KV instead of "
-        "`<data_dir>/chunk_kv/secret`; servers sharing a Redis tier must all set the same one.",
+        "`<data_dir>/chunk_kv/secret`; required with a Redis tier (the server refuses to start "
+        "without it), and the same on every server sharing that Redis.",
     )
     retrieval_by_default: bool = Field(
         False,
@@ -192,6 +193,21 @@ class Settings(BlendServerSettings):
         if isinstance(value, str):
             return [key.strip() for key in value.split(",") if key.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _redis_tier_has_a_shared_secret(self) -> Settings:
+        """Without a shared secret each server signs with its own data dir's, and servers sharing
+        the Redis refuse every chunk the others stored: refused here rather than found later."""
+        if self.blend_enabled and self.chunk_cache_redis_url and self.chunk_cache_secret is None:
+            raise ValueError(
+                "RAGBLEND_CHUNK_CACHE_SECRET is not set, but a Redis tier is "
+                "(RAGBLEND_CHUNK_CACHE_REDIS_URL). "
+                "Servers sharing a Redis tier sign chunk KV with that secret; without it each "
+                "server would use its own and refuse every chunk the others store. Set the same "
+                "hex secret on every server using this Redis, e.g. "
+                "RAGBLEND_CHUNK_CACHE_SECRET=$(openssl rand -hex 32)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _default_models_dir(self) -> Settings:

@@ -13,12 +13,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     header = f"{'median TTFT (s)':>16} {'speed-up vs full':>17} {'vs memory':>10}"
     print(f"{'phase':10} {'mode':12} {header}")
     for row in rows:
-        ratio = row.get("vs_memory")
-        versus = "" if ratio is None else f"{ratio:.2f}x"
         print(
             f"{row['phase']:10} {row['mode']:12} {row['median_ttft_s']:>16.3f} "
-            f"{row['speedup_vs_full']:>16.2f}x {versus:>10}"
+            f"{_times(row['speedup_vs_full']):>17} {_times(row.get('vs_memory')):>10}"
         )
+
+
+def _times(ratio: float | None) -> str:
+    return "" if ratio is None else f"{ratio:.2f}x"
 
 
 def plot_ttft(rows: list[dict[str, Any]], path: Path, title: str) -> None:
@@ -35,7 +37,7 @@ def plot_ttft(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     )
     for bar, row in zip(bars, rows, strict=True):
         axis.annotate(
-            f"{row['speedup_vs_full']:.1f}x",
+            _times(row["speedup_vs_full"] or row.get("vs_memory")),
             (bar.get_x() + bar.get_width() / 2, bar.get_height()),
             ha="center",
             va="bottom",

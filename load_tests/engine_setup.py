@@ -27,6 +27,7 @@ def start_engine(
     workdir: Path,
     max_model_len: int,
     memory_bytes: int = 4 << 30,
+    disk_bytes: int | None = None,
     prefix_kind: PrefixKind = "plain",
     kv_cache_gib: float = 4,
     profile_dir: Path | None = None,
@@ -34,7 +35,8 @@ def start_engine(
     **blend_settings: Any,
 ) -> BenchEngine:
     """Provision ``model`` if needed and start it with a chunk store under ``workdir``;
-    ``recipe`` (default: ``Recipe()``) is what the run's mode specs choose over."""
+    ``recipe`` (default: ``Recipe()``) is what the run's mode specs choose over; ``disk_bytes``
+    None: the disk tier's default size."""
     from transformers import AutoTokenizer
 
     from engine.contract import BlendSettings
@@ -50,7 +52,7 @@ def start_engine(
         model_name=model,
         chunk_kv_dir=str(workdir),
         memory_bytes=memory_bytes,
-        disk_bytes=None,
+        disk_bytes=disk_bytes,
         chunk_prefix=tuple(prefix),
         **blend_settings,
     )

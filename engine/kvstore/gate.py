@@ -79,9 +79,10 @@ class EntryGate:
     ) -> LayerStream | None:
         """The stream `load()` opens, checked and read ahead; None on a miss or a refusal.
 
-        The stream's header is checked now; each layer as it is yielded; `promote` receives the
-        entry once every layer arrived. Iterating the returned stream raises only
-        `CorruptEntry`, after the entry was refused.
+        The stream's header is checked now; each layer on the read-ahead thread as it arrives;
+        `promote` receives the entry on that thread once every layer arrived, whether or not the
+        caller asks past the last layer (a blend takes exactly `num_layers`). Iterating the
+        returned stream raises only `CorruptEntry`, after the entry was refused.
         """
         source: LayerStream | None = None
         try:
@@ -89,10 +90,9 @@ class EntryGate:
             if source is None:
                 return None
             problem, counter = expected.mismatch(source), "rejected"
-            if problem is None:
-                ahead = read_ahead(source, self._read_ahead_layers)
-                layers = self._checked_layers(key, ahead, expected, promote)
-                return LayerStream(source, layers)
+            if problem is None:  # checked and promoted on the reader thread, off the caller's
+                checked = self._checked_layers(key, source, expected, promote)
+                return read_ahead(LayerStream(source, checked), self._read_ahead_layers)
         except Exception as error:
             problem, counter = f"opening it failed: {error!r}", "read_errors"
         if source is not None:

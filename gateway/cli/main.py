@@ -6,6 +6,8 @@ import argparse
 import logging
 import sys
 
+from pydantic import ValidationError
+
 from gateway.settings import Settings
 
 
@@ -43,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         for key in ("model", "host", "port")
         if (value := getattr(args, key, None)) is not None
     }
-    settings = Settings(**overrides)
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        print(f"error: {settings_problems(exc)}", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -64,6 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "ingest":
         return client_commands.ingest(url, api_key, args.paths)
     return client_commands.query(url, api_key, args.question, args.top_k, args.mode)
+
+
+def settings_problems(error: ValidationError) -> str:
+    """Each invalid setting as ``RAGBLEND_NAME: why`` (a problem of several settings: why)."""
+    problems = []
+    for problem in error.errors():
+        reason = problem["msg"].removeprefix("Value error, ")
+        names = [str(part) for part in problem["loc"]]
+        problems.append(f"RAGBLEND_{names[0].upper()}: {reason}" if names else reason)
+    return "invalid settings: " + "; ".join(problems)
 
 
 def _serve(settings: Settings) -> int:

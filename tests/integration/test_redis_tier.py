@@ -2,16 +2,21 @@
 
 Servers A and B run SmolLM2 with separate data dirs (so neither can see the other's disk tier),
 the same Redis and the same `RAGBLEND_CHUNK_CACHE_SECRET`. Their memory tiers are too small to
-hold a chunk, so every hit is read from disk or Redis.
+hold a chunk, so every hit is read from disk or Redis. A server given the Redis without that
+secret refuses to start (each would sign with its own and refuse the others' chunks).
 """
 
 from __future__ import annotations
 
+import os
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +24,7 @@ import pytest
 from gateway.cli.selfcheck import CAPITALS, EXACT_DIVERGENCE, capital_document, divergence
 from gateway.cli.selfcheck import first_token_distribution as first_token
 from tests.integration.capital_questions import answer_text, ask_capital
-from tests.integration.conftest import Server, running_server
+from tests.integration.conftest import REPO, TEST_MODEL, Server, running_server
 from tests.redis_server import RedisServer, running_redis
 
 pytestmark = pytest.mark.integration
@@ -47,6 +52,29 @@ def servers(
         first = stack.enter_context(running_server(tmp_path_factory.mktemp("a"), shared))
         second = stack.enter_context(running_server(tmp_path_factory.mktemp("b"), shared))
         yield first, second
+
+
+def test_a_server_given_redis_without_a_shared_secret_refuses_to_start(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    environment = {
+        name: value for name, value in os.environ.items() if name != "RAGBLEND_CHUNK_CACHE_SECRET"
+    }
+    environment |= {
+        "RAGBLEND_MODEL": TEST_MODEL,
+        "RAGBLEND_DATA_DIR": str(tmp_path),
+        "RAGBLEND_CHUNK_CACHE_REDIS_URL": redis_server.url,
+    }
+    with redis_server.client() as client:
+        assert client.ping()  # Redis is there: what is refused is the missing secret
+    command = [sys.executable, "-m", "gateway.cli.main", "serve"]
+    finished = subprocess.run(
+        command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert finished.returncode == 2
+    assert "RAGBLEND_CHUNK_CACHE_SECRET is not set" in finished.stderr
+    assert "openssl rand -hex 32" in finished.stderr
+    assert not (tmp_path / "chunk_kv").exists()  # refused before anything was set up
 
 
 def ask(

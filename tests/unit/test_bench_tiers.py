@@ -106,6 +106,14 @@ def test_rows_compare_each_slow_tier_to_the_memory_tier_mode_by_mode() -> None:
     assert by_key[("redis", "full")]["vs_memory"] == pytest.approx(1.1)
     assert by_key[("redis", "blend@0.15")]["speedup_vs_full"] == pytest.approx(4.4 / 1.2, abs=0.01)
     assert by_key[("memory", "blend@0.15")]["vs_memory"] is None
+    assert by_key[("memory", "blend@0.15")]["fastest_ttft_s"] == pytest.approx(0.8)
+
+
+def test_without_full_rows_keep_their_ratio_to_memory_but_no_speed_up() -> None:
+    rows = phase_rows({"memory": {"reuse": [0.2, 0.4]}, "disk": {"reuse": [0.3, 0.36]}})
+    disk = next(row for row in rows if row["phase"] == "disk")
+    assert disk["speedup_vs_full"] is None
+    assert disk["vs_memory"] == pytest.approx(1.1)
 
 
 def test_phases_are_chosen_by_name_in_order_and_unknown_names_are_refused() -> None:
@@ -116,10 +124,11 @@ def test_phases_are_chosen_by_name_in_order_and_unknown_names_are_refused() -> N
         parse_phases(",")
 
 
-def test_a_run_can_time_fewer_modes_but_always_full() -> None:
+def test_a_run_can_time_fewer_modes_even_without_full() -> None:
     assert parse_modes("full, reuse,blend@0.15") == ["full", "reuse", "blend@0.15"]
-    with pytest.raises(argparse.ArgumentTypeError, match="full"):
-        parse_modes("reuse,blend@0.15")
+    assert parse_modes("reuse,blend@0.15") == ["reuse", "blend@0.15"]
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_modes(",")
     assert parse_modes("full,blend@0.1/metric=qv,blend@0.2/mass=0.5")[1:] == [
         "blend@0.1/metric=qv",
         "blend@0.2/mass=0.5",

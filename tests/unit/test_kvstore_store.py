@@ -171,6 +171,23 @@ def test_prefetched_layers_match_get_and_are_promoted(store: ChunkKVStore, tmp_p
         assert again.stats()["memory_hits"] == 1  # promoted once the stream was consumed
 
 
+def test_a_stream_read_layer_by_layer_as_a_blend_does_is_promoted(
+    store: ChunkKVStore, tmp_path: Path
+) -> None:
+    entry = make_entry(0, layers=6)
+    store.put(key_of(entry), entry)
+    store.close()
+    with ChunkKVStore.create(100 * ENTRY_BYTES, tmp_path / "kv", secret=SECRET) as again:
+        stream = again.prefetch_layers(key_of(entry), expect(entry))
+        assert stream is not None
+        taken = [next(stream) for _ in range(stream.num_layers)]  # never asks past the last
+        assert [index for index, _, _ in taken] == list(range(6))
+        deadline = time.monotonic() + 5
+        while not again.memory.contains(key_of(entry)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert same(again.memory.get(key_of(entry)), entry)
+
+
 def test_prefetch_from_memory_yields_the_cached_layers(store: ChunkKVStore) -> None:
     entry = make_entry(0)
     store.put(key_of(entry), entry)
