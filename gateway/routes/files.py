@@ -2,7 +2,8 @@
 
 An uploaded file becomes a library document at once: its text is extracted, chunked, embedded
 and indexed (the chunk KV is precomputed in the background), so attaching it to a vector store is
-immediate. Files with the same text share one document, deleted with the last of them.
+immediate. Files with the same text (and chunking, `gateway.openai.rechunk`) share one document,
+deleted with the last of them.
 """
 
 from __future__ import annotations

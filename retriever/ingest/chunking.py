@@ -3,7 +3,8 @@
 A chunk's `token_ids` are exactly `tokenizer.encode(chunk.text, add_special_tokens=False)`, so a
 prompt assembled from stored ids is identical to one tokenized from the text. Chunks break at
 paragraphs (blank lines) first, then at sentences and line breaks, then at whitespace, and only as
-a last resort inside a very long run of non-space characters. With an overlap, every chunk after
+a last resort inside a very long run of non-space characters; a Markdown heading starts the chunk
+of the text it heads. With an overlap, every chunk after
 the first also starts with the end of the text before it (`retriever.ingest.overlap`).
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from retriever.ingest.chunks import Chunk, TextTokenizer
+from retriever.ingest.headings import headings_moved_forward
 from retriever.ingest.overlap import overlapping
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
@@ -79,8 +81,9 @@ def chunk_text(
     not overlap: paragraphs that fit are never split and consecutive ones are packed together. A
     paragraph too long for one piece starts a new piece (unless the piece so far has fewer than
     `min_tokens`) and the piece holding its end is closed, so the next paragraph starts fresh. A
-    final piece below `min_tokens` joins the previous one when the result still fits. Then each
-    piece after the first is extended backwards by up to `overlap_tokens` of the piece before.
+    final piece below `min_tokens` joins the previous one when the result still fits. A Markdown
+    heading left at the end of a piece moves to the next (`retriever.ingest.headings`). Then each
+    piece after the first is extended backwards by up to `overlap_tokens` of the chunk before.
     """
     new_tokens = max_tokens - overlap_tokens
     if overlap_tokens < 0 or new_tokens < _MIN_MAX_TOKENS:
@@ -93,6 +96,7 @@ def chunk_text(
             f"min_tokens must be in [0, max_tokens - overlap_tokens), got {min_tokens}"
         )
     pieces = _pieces_without_overlap(text, tokenizer, new_tokens, min_tokens)
+    pieces = headings_moved_forward(text, tokenizer, pieces, new_tokens)
     if overlap_tokens == 0:
         return pieces
     return overlapping(text, tokenizer, pieces, max_tokens, overlap_tokens)
