@@ -209,3 +209,41 @@ def test_chat_over_overlapping_chunks_reuses_their_kv(client: OpenAI, server: Se
     assert first["blend"]["chunks_hit"] + first["blend"]["chunks_missed"] == 3
     assert (second["blend"]["chunks_hit"], second["blend"]["chunks_missed"]) == (3, 0)
     assert second["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+
+
+def test_documents_take_a_chunking_strategy_and_report_it(server: Server, tokenizer: Any) -> None:
+    text = _guide().replace("Cape", "Mount")
+    strategy = {
+        "type": "static",
+        "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 30},
+    }
+    with server.client() as http:
+        before = _document_total(server)
+        refused = http.post(
+            "/v1/documents",
+            json={
+                "documents": [{"text": text}],
+                "chunking_strategy": {
+                    "type": "static",
+                    "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 51},
+                },
+            },
+        )
+        assert refused.status_code == 400
+        assert refused.json()["error"]["param"] == "chunking_strategy.static.chunk_overlap_tokens"
+        assert _document_total(server) == before
+
+        static = http.post(
+            "/v1/documents", json={"documents": [{"text": text}], "chunking_strategy": strategy}
+        ).json()["data"][0]
+        plain = http.post("/v1/documents", json={"documents": [{"text": text}]}).json()["data"][0]
+        assert static["created"] and plain["created"] and static["id"] != plain["id"]
+        assert http.get(f"/v1/documents/{static['id']}").json()["chunking_strategy"] == strategy
+        assert http.get(f"/v1/documents/{plain['id']}").json()["chunking_strategy"] == {
+            "type": "static",
+            "static": {"max_chunk_size_tokens": 384, "chunk_overlap_tokens": 0},
+        }
+    chunks = _stored_chunks(server, static["id"])
+    assert all(len(token_ids) <= 100 for _, token_ids in chunks)
+    shared = [_shared_tokens(a[0], b[0], tokenizer) for a, b in itertools.pairwise(chunks)]
+    assert all(30 - 6 <= tokens <= 30 for tokens in shared), shared
