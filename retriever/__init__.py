@@ -17,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from retriever.ingest.chunking import Chunking
     from retriever.ingest.extract import InvalidDocument, TextTooLarge, UnsupportedMediaType
     from retriever.ingest.extract_runner import ExtractBudget, ExtractionTimeout, extract_upload
     from retriever.library.documents import Hit, InvalidIngest, NewDocument
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from retriever.search.neighbours import NeighbourPolicy, context_order, nearest_chunks
 
 _HOMES: dict[str, tuple[str, ...]] = {
+    "retriever.ingest.chunking": ("Chunking",),
     "retriever.ingest.extract": ("InvalidDocument", "TextTooLarge", "UnsupportedMediaType"),
     "retriever.ingest.extract_runner": ("ExtractBudget", "ExtractionTimeout", "extract_upload"),
     "retriever.library.documents": ("Hit", "InvalidIngest", "NewDocument"),
@@ -71,6 +73,7 @@ __all__ = [
     "Attachment",
     "BatchRecord",
     "ChunkRow",
+    "Chunking",
     "DocumentConflict",
     "Embedder",
     "ExtractBudget",

@@ -69,10 +69,11 @@ def vector_store_object(record: VectorStoreRecord) -> dict[str, Any]:
     )
 
 
-def vector_store_file_object(record: StoreFileRecord, chunk_tokens: int) -> dict[str, Any]:
+def vector_store_file_object(
+    record: StoreFileRecord, chunking_strategy: dict[str, Any]
+) -> dict[str, Any]:
     """``ragblend.document_status`` is ``indexed`` until every chunk's KV is stored, then
     ``cached``; ``failed`` when precomputing it failed (the file stays searchable)."""
-    static = {"max_chunk_size_tokens": chunk_tokens, "chunk_overlap_tokens": chunk_tokens // 6}
     return dump(
         VectorStoreFile(
             id=record.file_id,
@@ -83,7 +84,7 @@ def vector_store_file_object(record: StoreFileRecord, chunk_tokens: int) -> dict
             last_error=None,
             usage_bytes=record.usage_bytes,
             attributes=record.attributes,
-            chunking_strategy={"type": "static", "static": static},  # type: ignore[arg-type]
+            chunking_strategy=chunking_strategy,  # type: ignore[arg-type]
             ragblend={
                 "document_id": record.document_id,
                 "document_status": record.document_status,

@@ -13,17 +13,6 @@ MAX_EXPIRY_DAYS = 365
 MAX_BATCH_FILES = 2000
 
 
-def check_chunking(strategy: dict[str, Any] | None, param: str = "chunking_strategy") -> None:
-    """Only ``auto``: every file is chunked once, at upload, by the served model's tokens."""
-    if strategy is not None and strategy.get("type") != "auto":
-        raise APIError(
-            400,
-            "ragblend chunks each file once, when it is uploaded, into chunks of up to "
-            "RAGBLEND_CHUNK_TOKENS tokens: only the 'auto' chunking strategy is supported.",
-            param=param,
-        )
-
-
 def expiry_days(expires_after: dict[str, Any] | None) -> int | None:
     if expires_after is None:
         return None

@@ -1,8 +1,14 @@
-"""``/v1/documents``: ingest (JSON or file upload), list, inspect and delete documents."""
+"""``/v1/documents``: ingest (JSON or file upload), list, inspect and delete documents.
+
+An ingest may say how to chunk its documents with OpenAI's ``chunking_strategy``
+(`gateway.openai.chunking_strategy`): a JSON field, or a form field holding that JSON. The same
+text chunked two ways is two documents; each document reports its chunking.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -10,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.http.errors import APIError
 from gateway.http.upload_text import upload_text
+from gateway.openai.chunking_strategy import requested_chunking, strategy_object
 from gateway.settings import Settings
 from gateway.state import LibraryState, authorized
 
@@ -28,13 +35,15 @@ class IngestBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     documents: list[DocumentIn] = Field(min_length=1)
+    chunking_strategy: Any = None
 
 
 @router.post("/v1/documents")
 async def ingest_documents(request: Request, state: LibraryState) -> dict[str, Any]:
     from retriever import DocumentConflict, InvalidIngest
 
-    documents = await _read_documents(request, state.settings)
+    assert state.library is not None
+    documents = await _read_documents(request, state.settings, state.library.default_chunking)
     try:
         results = await asyncio.to_thread(state.library.ingest, documents)
     except DocumentConflict as exc:
@@ -46,7 +55,7 @@ async def ingest_documents(request: Request, state: LibraryState) -> dict[str, A
     return {"object": "list", "data": [_result(result) for result in results]}
 
 
-async def _read_documents(request: Request, settings: Settings) -> list[Any]:
+async def _read_documents(request: Request, settings: Settings, default: Any) -> list[Any]:
     """The request's documents; every limit is checked while the body is read, not after."""
     limit = settings.max_ingest_request_bytes
     declared = request.headers.get("content-length", "")
@@ -54,12 +63,19 @@ async def _read_documents(request: Request, settings: Settings) -> list[Any]:
         raise APIError(413, f"The request body has {declared} bytes; the limit is {limit}.")
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
-        return await _read_uploads(request, content_type, settings)
-    return await _read_json(request, settings)
+        return await _read_uploads(request, content_type, settings, default)
+    return await _read_json(request, settings, default)
 
 
-async def _read_uploads(request: Request, content_type: str, settings: Settings) -> list[Any]:
-    from gateway.http.multipart import MalformedUpload, UploadLimits, UploadTooLarge, read_multipart
+async def _read_uploads(
+    request: Request, content_type: str, settings: Settings, default: Any
+) -> list[Any]:
+    from gateway.http.multipart import (
+        MalformedUpload,
+        UploadLimits,
+        UploadTooLarge,
+        read_multipart_form,
+    )
     from retriever import NewDocument
 
     limits = UploadLimits(
@@ -68,21 +84,33 @@ async def _read_uploads(request: Request, content_type: str, settings: Settings)
         max_total_bytes=settings.max_ingest_request_bytes,
     )
     try:
-        uploads = await read_multipart(content_type, request.stream(), limits)
+        form = await read_multipart_form(content_type, request.stream(), limits)
     except UploadTooLarge as exc:
         raise APIError(413, str(exc), param="file") from exc
     except MalformedUpload as exc:
         raise APIError(400, str(exc), param="file") from exc
-    if not uploads:
+    if not form.files:
         raise APIError(400, "Upload at least one file in a 'file' field.", param="file")
+    chunking = requested_chunking(_form_strategy(form.fields), default)
     documents = []
-    for upload in uploads:
+    for upload in form.files:
         text = await upload_text(upload, settings)
-        documents.append(NewDocument(None, text, {"filename": upload.filename}))
+        documents.append(NewDocument(None, text, {"filename": upload.filename}, chunking))
     return documents
 
 
-async def _read_json(request: Request, settings: Settings) -> list[Any]:
+def _form_strategy(fields: dict[str, str]) -> Any:
+    if "chunking_strategy" not in fields:
+        return None
+    try:
+        return json.loads(fields["chunking_strategy"])
+    except ValueError as exc:
+        raise APIError(
+            400, "The 'chunking_strategy' field must hold JSON.", param="chunking_strategy"
+        ) from exc
+
+
+async def _read_json(request: Request, settings: Settings, default: Any) -> list[Any]:
     from retriever import NewDocument
 
     raw = bytearray()
@@ -110,7 +138,8 @@ async def _read_json(request: Request, settings: Settings) -> list[Any]:
     for document in body.documents:
         size = len(document.text.encode("utf-8", "surrogatepass"))
         _check_size(size, settings.max_document_bytes, document.id)
-    return [NewDocument(d.id, d.text, d.metadata) for d in body.documents]
+    chunking = requested_chunking(body.chunking_strategy, default)
+    return [NewDocument(d.id, d.text, d.metadata, chunking) for d in body.documents]
 
 
 def _check_size(size: int, limit: int, name: str | None) -> None:
@@ -129,7 +158,7 @@ def _result(result: Any) -> dict[str, Any]:
     }
 
 
-def _document(row: Any) -> dict[str, Any]:
+def _document(row: Any, library: Any) -> dict[str, Any]:
     return {
         "id": row.id,
         "object": "document",
@@ -138,6 +167,7 @@ def _document(row: Any) -> dict[str, Any]:
         "num_chars": row.num_chars,
         "metadata": row.metadata,
         "created_at": int(row.created_at),
+        "chunking_strategy": strategy_object(library.chunking_of(row.content_hash)),
     }
 
 
@@ -148,7 +178,7 @@ async def list_documents(
     limit: int = Query(20, ge=1, le=200),
 ) -> dict[str, Any]:
     rows, total = await asyncio.to_thread(state.library.store.list_documents, offset, limit)
-    data = [_document(row) for row in rows]
+    data = [_document(row, state.library) for row in rows]
     return {"object": "list", "data": data, "total": total, "offset": offset, "limit": limit}
 
 
@@ -157,7 +187,7 @@ async def get_document(document_id: str, state: LibraryState) -> dict[str, Any]:
     row = await asyncio.to_thread(state.library.store.get_document, document_id)
     if row is None:
         raise APIError(404, f"No document '{document_id}'.", param="id", code="document_not_found")
-    return _document(row)
+    return _document(row, state.library)
 
 
 @router.delete("/v1/documents/{document_id}")

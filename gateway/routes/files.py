@@ -2,7 +2,8 @@
 
 An uploaded file becomes a library document at once: its text is extracted, chunked, embedded
 and indexed (the chunk KV is precomputed in the background), so attaching it to a vector store is
-immediate. Files with the same text share one document, deleted with the last of them.
+immediate. Files with the same text (and chunking, `gateway.openai.rechunk`) share one document,
+deleted with the last of them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gateway.http.upload_text import upload_text
 from gateway.openai.deps import RagState, objects_of
 from gateway.openai.objects import deleted, file_object
 from gateway.openai.pagination import FilePage, cursor_error, list_body
+from gateway.openai.rechunk import drop_document
 from gateway.openai.validation import parse_params
 from gateway.state import AppState, authorized
 from retriever import FileRecord, UnknownCursor, new_file_id
@@ -137,11 +139,7 @@ async def delete_file(file_id: str, state: RagState) -> dict[str, Any]:
     if not existed:
         raise file_not_found(file_id)
     if document_id is not None and state.library is not None:
-        chunks = await asyncio.to_thread(state.library.delete, document_id)
-        if chunks and state.chunk_cache is not None:
-            await state.chunk_cache.evict([chunk.token_ids for chunk in chunks])
-        if chunks and state.precomputer is not None:
-            state.precomputer.notify()  # chunks computed behind the deleted ones
+        await drop_document(state, document_id)
     return deleted(file_id, "file")
 
 

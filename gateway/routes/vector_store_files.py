@@ -1,7 +1,8 @@
 """``/v1/vector_stores/{id}/files`` and ``/file_batches``: attach uploaded files to a store.
 
 Files are indexed when they are uploaded, so an attached file is ``completed`` at once and a
-batch is attached whole or not at all: one unknown file id and nothing is attached (404).
+batch is attached whole or not at all: one unknown file id and nothing is attached (404). A
+``chunking_strategy`` other than the file's re-chunks it first (`gateway.openai.rechunk`).
 """
 
 from __future__ import annotations
@@ -17,19 +18,17 @@ from openai.types.vector_stores import (
 )
 
 from gateway.http.errors import APIError
+from gateway.openai.chunking_strategy import strategy_object
 from gateway.openai.deps import JSONBody, RagState, objects_of
 from gateway.openai.objects import batch_object, deleted, vector_store_file_object
 from gateway.openai.pagination import Page, cursor_error, list_body
-from gateway.openai.store_params import (
-    attachments_for,
-    check_chunking,
-    unknown_files,
-    vector_store_not_found,
-)
+from gateway.openai.rechunk import ChunkingRequest, chunk_files, chunking_asked, requests_for
+from gateway.openai.store_params import attachments_for, unknown_files, vector_store_not_found
 from gateway.openai.validation import check_attributes, check_text, parse_params
 from gateway.state import AppState, authorized
 from retriever import (
     Attachment,
+    Chunking,
     PageRequest,
     StoreFileRecord,
     UnknownCursor,
@@ -47,9 +46,11 @@ StatusFilter = Annotated[
 
 @router.post(FILES)
 async def attach_file(vector_store_id: str, state: RagState, body: JSONBody) -> dict[str, Any]:
+    chunking = chunking_asked(state, body, "chunking_strategy")
     params = parse_params(file_create_params.FileCreateParams, body)
-    check_chunking(params.get("chunking_strategy"))
     attachments = attachments_for([params["file_id"]], params.get("attributes"), "file_id")
+    requests = requests_for([a.file_id for a in attachments], chunking)
+    await _chunking(state, vector_store_id, requests, "file_id")
     stores = objects_of(state).vector_stores
     attached = await _attaching(stores.attach, vector_store_id, attachments, "file_id")
     return _render(state, attached[0])
@@ -101,14 +102,16 @@ async def detach_file(vector_store_id: str, file_id: str, state: RagState) -> di
 
 @router.post(BATCHES)
 async def create_batch(vector_store_id: str, state: RagState, body: JSONBody) -> dict[str, Any]:
+    chunking = chunking_asked(state, body, "chunking_strategy")
     params = parse_params(file_batch_create_params.FileBatchCreateParams, body)
-    check_chunking(params.get("chunking_strategy"))
     if ("file_ids" in params) == ("files" in params):
         raise APIError(400, "Send either 'file_ids' or 'files'.", param="file_ids")
     if "file_ids" in params:
         attachments = attachments_for(list(params["file_ids"]), params.get("attributes"))
+        requests = requests_for([a.file_id for a in attachments], chunking)
     else:
-        attachments = _per_file(list(params["files"]))
+        attachments, requests = _per_file(state, body["files"], chunking)
+    await _chunking(state, vector_store_id, requests, "file_ids")
     stores = objects_of(state).vector_stores
     batch = await _attaching(stores.create_batch, vector_store_id, attachments, "file_ids")
     return batch_object(batch)
@@ -138,13 +141,34 @@ async def list_batch_files(
     return await _file_page(state, vector_store_id, page, status, batch_id)
 
 
-def _per_file(files: list[dict[str, Any]]) -> list[Attachment]:
-    attachments = []
+def _per_file(
+    state: AppState, files: list[dict[str, Any]], default: Chunking | None
+) -> tuple[list[Attachment], list[ChunkingRequest]]:
+    """Attachments of ``files`` and their chunking; the batch's where a file does not say."""
+    attachments, requests = [], []
     for index, entry in enumerate(files):
-        check_chunking(entry.get("chunking_strategy"), f"files.{index}.chunking_strategy")
+        param = f"files.{index}.chunking_strategy"
+        chunking = chunking_asked(state, entry, param) or default
         attributes = check_attributes(entry.get("attributes"), f"files.{index}.attributes")
         attachments.append(Attachment(check_text(entry["file_id"], f"files.{index}"), attributes))
-    return attachments
+        if chunking is not None:
+            requests.append(ChunkingRequest(attachments[-1].file_id, chunking, param))
+    return attachments, requests
+
+
+async def _chunking(
+    state: AppState, vector_store_id: str, requests: list[ChunkingRequest], param: str
+) -> None:
+    """Re-chunk what the attach asks for; nothing changes when the store or a file is unknown."""
+    if not requests:
+        return
+    stores = objects_of(state).vector_stores
+    if await asyncio.to_thread(stores.get, vector_store_id) is None:
+        raise vector_store_not_found(vector_store_id)
+    try:
+        await chunk_files(state, vector_store_id, requests)
+    except UnknownFiles as exc:
+        raise unknown_files(exc, param) from exc
 
 
 async def _attaching(attach: Any, vector_store_id: str, attachments: Any, param: str) -> Any:
@@ -189,7 +213,9 @@ async def _batch(state: AppState, vector_store_id: str, batch_id: str) -> Any:
 
 
 def _render(state: AppState, record: StoreFileRecord) -> dict[str, Any]:
-    return vector_store_file_object(record, state.settings.chunk_tokens)
+    assert state.library is not None
+    chunking = state.library.chunking_of(record.document_key)
+    return vector_store_file_object(record, strategy_object(chunking))
 
 
 def _file_not_found(vector_store_id: str, file_id: str) -> APIError:

@@ -22,10 +22,10 @@ from gateway.openai.deps import JSONBody, RagState, objects_of
 from gateway.openai.filters import parse_filter
 from gateway.openai.objects import deleted, dump, vector_store_object
 from gateway.openai.pagination import Page, cursor_error, list_body
+from gateway.openai.rechunk import chunk_files, chunking_asked, requests_for
 from gateway.openai.search import StoreSearch, search_stores
 from gateway.openai.store_params import (
     attachments_for,
-    check_chunking,
     expiry_days,
     unknown_files,
     vector_store_not_found,
@@ -40,10 +40,11 @@ MAX_SEARCH_RESULTS = 50
 
 @router.post("/v1/vector_stores")
 async def create_vector_store(state: RagState, body: JSONBody) -> dict[str, Any]:
+    chunking = chunking_asked(state, body, "chunking_strategy")
     params = parse_params(vector_store_create_params.VectorStoreCreateParams, body)
-    check_chunking(params.get("chunking_strategy"))
     file_ids = list(params.get("file_ids") or [])
     try:
+        await chunk_files(state, None, requests_for(file_ids, chunking))
         record = await asyncio.to_thread(
             objects_of(state).vector_stores.create,
             check_text(params.get("name") or "", "name"),

@@ -3,7 +3,9 @@
 A chunk's `token_ids` are exactly `tokenizer.encode(chunk.text, add_special_tokens=False)`, so a
 prompt assembled from stored ids is identical to one tokenized from the text. Chunks break at
 paragraphs (blank lines) first, then at sentences and line breaks, then at whitespace, and only as
-a last resort inside a very long run of non-space characters.
+a last resort inside a very long run of non-space characters; a Markdown heading starts the chunk
+of the text it heads. With an overlap, every chunk after
+the first also starts with the end of the text before it (`retriever.ingest.overlap`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+
+from retriever.ingest.chunks import Chunk, TextTokenizer
+from retriever.ingest.headings import headings_moved_forward
+from retriever.ingest.overlap import overlapping
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 # Sentence ends: ASCII . ! ? before whitespace; CJK full stop, exclamation and question marks.
@@ -24,22 +29,31 @@ _TRAILING_SPACES = re.compile(r"[ \t]+$", re.MULTILINE)
 # Longest stretch of characters a forced split inspects at once; only bounds the work done.
 _CHARS_PER_TOKEN_BOUND = 32
 _MIN_MAX_TOKENS = 8
-
-
-class TextTokenizer(Protocol):
-    """The part of a Hugging Face tokenizer that chunking uses."""
-
-    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+_MIN_TOKENS_SHARE = 6
+"""A final chunk under 1/6 of the budget joins the previous one when the result still fits."""
 
 
 @dataclass(frozen=True)
-class Chunk:
-    """`text` is `source[start_char:end_char]`; `token_ids` is the exact encoding of `text`."""
+class Chunking:
+    """How a document is cut: chunks of at most `max_tokens`, each after the first starting with
+    up to `overlap_tokens` of the text that ends the chunk before it."""
 
-    text: str
-    token_ids: list[int]
-    start_char: int
-    end_char: int
+    max_tokens: int
+    overlap_tokens: int = 0
+
+    @property
+    def new_tokens(self) -> int:
+        """The budget of the text a chunk adds after its overlap."""
+        return self.max_tokens - self.overlap_tokens
+
+    def chunk(self, text: str, tokenizer: TextTokenizer) -> list[Chunk]:
+        return chunk_text(
+            text,
+            tokenizer,
+            self.max_tokens,
+            self.new_tokens // _MIN_TOKENS_SHARE,
+            self.overlap_tokens,
+        )
 
 
 def normalize_text(text: str) -> str:
@@ -55,19 +69,42 @@ def content_hash(text: str) -> str:
 
 
 def chunk_text(
-    text: str, tokenizer: TextTokenizer, max_tokens: int = 384, min_tokens: int = 64
+    text: str,
+    tokenizer: TextTokenizer,
+    max_tokens: int = 384,
+    min_tokens: int = 64,
+    overlap_tokens: int = 0,
 ) -> list[Chunk]:
     """Split `text` into chunks of at most `max_tokens` tokens, each a contiguous slice of it.
 
-    Paragraphs that fit are never split and consecutive ones are packed together. A paragraph too
-    long for one chunk starts a new chunk (unless the chunk so far has fewer than `min_tokens`)
-    and the chunk holding its end is closed, so the next paragraph starts fresh. A final chunk
-    below `min_tokens` joins the previous one when the result still fits.
+    The text is first cut into pieces of at most `max_tokens - overlap_tokens` tokens, which do
+    not overlap: paragraphs that fit are never split and consecutive ones are packed together. A
+    paragraph too long for one piece starts a new piece (unless the piece so far has fewer than
+    `min_tokens`) and the piece holding its end is closed, so the next paragraph starts fresh. A
+    final piece below `min_tokens` joins the previous one when the result still fits. A Markdown
+    heading left at the end of a piece moves to the next (`retriever.ingest.headings`). Then each
+    piece after the first is extended backwards by up to `overlap_tokens` of the chunk before.
     """
-    if max_tokens < _MIN_MAX_TOKENS:
-        raise ValueError(f"max_tokens must be at least {_MIN_MAX_TOKENS}, got {max_tokens}")
-    if not 0 <= min_tokens < max_tokens:
-        raise ValueError(f"min_tokens must be in [0, max_tokens), got {min_tokens}")
+    new_tokens = max_tokens - overlap_tokens
+    if overlap_tokens < 0 or new_tokens < _MIN_MAX_TOKENS:
+        raise ValueError(
+            f"max_tokens - overlap_tokens must be at least {_MIN_MAX_TOKENS} with a "
+            f"non-negative overlap, got max_tokens {max_tokens}, overlap_tokens {overlap_tokens}"
+        )
+    if not 0 <= min_tokens < new_tokens:
+        raise ValueError(
+            f"min_tokens must be in [0, max_tokens - overlap_tokens), got {min_tokens}"
+        )
+    pieces = _pieces_without_overlap(text, tokenizer, new_tokens, min_tokens)
+    pieces = headings_moved_forward(text, tokenizer, pieces, new_tokens)
+    if overlap_tokens == 0:
+        return pieces
+    return overlapping(text, tokenizer, pieces, max_tokens, overlap_tokens)
+
+
+def _pieces_without_overlap(
+    text: str, tokenizer: TextTokenizer, max_tokens: int, min_tokens: int
+) -> list[Chunk]:
     packer = _Packer(text, tokenizer, max_tokens)
     for start, end in _spans(text, _PARAGRAPH_BREAK, 0, len(text)):
         if packer.fits(start, end):

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retriever.ingest.chunking import normalize_text
+from retriever.ingest.chunking import Chunking, normalize_text
 from retriever.library.records import DocumentStatus
 
 _DOCUMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,255}")
@@ -16,11 +16,31 @@ _DOCUMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,255}")
 
 @dataclass(frozen=True)
 class NewDocument:
-    """A document to ingest; `id=None` lets the library name it."""
+    """A document to ingest; `id=None` lets the library name it, `chunking=None` chunks it the
+    library's default way."""
 
     id: str | None
     text: str
     metadata: dict[str, Any] | None = None
+    chunking: Chunking | None = None
+
+
+def document_key(text_hash: str, chunking: Chunking, default: Chunking) -> str:
+    """What stored documents are told apart by (the `content_hash` column): the hash of the text,
+    followed by the chunking when it is not the library's default. The same text chunked two
+    ways is two documents; a document stored before chunking could be chosen has the plain hash."""
+    if chunking == default:
+        return text_hash
+    return f"{text_hash}/{chunking.max_tokens}/{chunking.overlap_tokens}"
+
+
+def key_chunking(key: str, default: Chunking) -> Chunking:
+    """The chunking a document of this key was cut with (`document_key` read back)."""
+    _, *sizes = key.split("/")
+    if not sizes:
+        return default
+    max_tokens, overlap_tokens = (int(size) for size in sizes)
+    return Chunking(max_tokens, overlap_tokens)
 
 
 @dataclass(frozen=True)

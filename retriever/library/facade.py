@@ -20,8 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.ingest.chunking import TextTokenizer, chunk_text, content_hash
-from retriever.library.documents import Hit, IngestResult, NewDocument, validated_texts
+from retriever.ingest.chunking import Chunking, TextTokenizer, content_hash
+from retriever.library.documents import (
+    Hit,
+    IngestResult,
+    NewDocument,
+    document_key,
+    key_chunking,
+    validated_texts,
+)
 from retriever.library.drafts import DocumentConflict, DuplicateVanished
 from retriever.library.interfaces import LibraryBackend, LibraryStore
 from retriever.library.local_backend import INDEX_FILE as INDEX_FILE
@@ -53,7 +60,8 @@ class Library:
         self.data_dir = Path(data_dir)
         self.tokenizer = tokenizer
         self.embedder = embedder
-        self.chunk_tokens = chunk_tokens
+        self.default_chunking = Chunking(chunk_tokens)
+        """How a document is chunked unless its ingest says otherwise."""
         self.neighbours = neighbours
         """How chunks' KV is computed behind neighbours; None: a fixed prefix, none requeued."""
         self._write_lock = threading.Lock()
@@ -136,6 +144,10 @@ class Library:
     def get(self, doc_id: str) -> DocumentRow | None:
         return self.store.get_document(doc_id)
 
+    def chunking_of(self, document_key: str) -> Chunking:
+        """How a document is chunked, from its key (`DocumentRow.content_hash`)."""
+        return key_chunking(document_key, self.default_chunking)
+
     def list(self, offset: int = 0, limit: int = 100) -> tuple[list[DocumentRow], int]:
         """A page of documents, oldest first, and the total count."""
         return self.store.list_documents(offset, limit)
@@ -207,20 +219,16 @@ class Library:
         drafts: list[DocumentDraft] = []
         new_hashes: set[str] = set()
         for document, text in zip(documents, texts, strict=True):
-            text_hash = content_hash(text)
+            chunking = document.chunking or self.default_chunking
+            text_hash = document_key(content_hash(text), chunking, self.default_chunking)
             is_new = text_hash not in new_hashes and self.store.find_by_hash(text_hash) is None
             if is_new and document.id is not None and self.store.get_document(document.id):
                 raise DocumentConflict(
                     f"document {document.id!r} already exists with different content"
                 )
-            chunks = (
-                chunk_text(text, self.tokenizer, self.chunk_tokens, self.chunk_tokens // 6)
-                if is_new
-                else []
-            )
+            chunks = chunking.chunk(text, self.tokenizer) if is_new else []
             new_hashes.add(text_hash)
             drafts.append(
                 DocumentDraft(document.id, text_hash, document.metadata or {}, len(text), chunks)
             )
         return drafts
-

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from retriever.db.sqlite import ObjectDatabase
 from retriever.objects.cursor_pages import ListSource, PageRequest, select_page
@@ -84,21 +85,49 @@ class FileStore:
 
     def delete(self, file_id: str) -> tuple[bool, str | None]:
         """Delete a file (and detach it from every vector store). Returns whether it existed, and
-        the document to delete with it: the one its upload created, unless another file still
-        uses that text (which then takes the document over)."""
+        the document to delete with it (see `_leave`)."""
         with self.database.transaction() as connection:
             row = connection.execute(
                 "DELETE FROM files WHERE id = ? RETURNING document_id, owns_document", (file_id,)
             ).fetchone()
             if row is None:
                 return False, None
-            document_id, owned = row
-            if not owned:
-                return True, None
-            heir = connection.execute(
-                "SELECT seq FROM files WHERE document_id = ? ORDER BY seq LIMIT 1", (document_id,)
+            return True, _leave(connection, *row)
+
+    def vector_stores_of(self, file_id: str) -> list[str]:
+        """The vector stores the file is attached to."""
+        with self.database.reading() as connection:
+            rows = connection.execute(
+                "SELECT vector_store_id FROM vector_store_files WHERE file_id = ? ORDER BY seq",
+                (file_id,),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def move_to_document(self, file_id: str, document_id: str, owns_document: bool) -> str | None:
+        """Make the file's text the document ``document_id`` (the same text chunked another way);
+        ``owns_document``: this move created it. Returns the document to delete, as `delete`."""
+        with self.database.transaction() as connection:
+            row = connection.execute(
+                "SELECT document_id, owns_document FROM files WHERE id = ?", (file_id,)
             ).fetchone()
-            if heir is None:
-                return True, document_id
-            connection.execute("UPDATE files SET owns_document = 1 WHERE seq = ?", heir)
-            return True, None
+            if row is None or row[0] == document_id:
+                return None
+            connection.execute(
+                "UPDATE files SET document_id = ?, owns_document = ? WHERE id = ?",
+                (document_id, int(owns_document), file_id),
+            )
+            return _leave(connection, *row)
+
+
+def _leave(connection: Any, document_id: str, owned: int) -> str | None:
+    """A file no longer uses ``document_id``: the document to delete, when the file's upload (or
+    move) created it and no other file uses that text; another file using it takes it over."""
+    if not owned:
+        return None
+    heir = connection.execute(
+        "SELECT seq FROM files WHERE document_id = ? ORDER BY seq LIMIT 1", (document_id,)
+    ).fetchone()
+    if heir is None:
+        return document_id
+    connection.execute("UPDATE files SET owns_document = 1 WHERE seq = ?", heir)
+    return None

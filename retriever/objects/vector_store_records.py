@@ -22,7 +22,7 @@ STORE_FILES = (
 STORE_FILE_STATUS = "(CASE WHEN d.status = 'pending' THEN 'in_progress' ELSE 'completed' END)"
 STORE_FILE_COLUMNS = (
     "v.file_id, v.vector_store_id, f.filename, v.attributes, v.created_at, f.bytes, "
-    "f.document_id, d.status, d.num_chunks"
+    "f.document_id, d.status, d.num_chunks, d.content_hash"
 )
 
 
@@ -95,6 +95,8 @@ class StoreFileRecord:
     document_id: str
     document_status: DocumentStatus
     num_chunks: int
+    document_key: str
+    """What tells the document apart, its chunking included (`retriever.library.documents`)."""
 
     @property
     def status(self) -> str:
@@ -122,7 +124,7 @@ def store_from_row(row: tuple[Any, ...]) -> VectorStoreRecord:
 
 
 def store_file_from_row(row: tuple[Any, ...]) -> StoreFileRecord:
-    file_id, store_id, filename, attributes, created, used, document_id, status, chunks = row
+    file_id, store_id, filename, attributes, created, used, document_id, status, chunks, key = row
     return StoreFileRecord(
         file_id,
         store_id,
@@ -133,6 +135,7 @@ def store_file_from_row(row: tuple[Any, ...]) -> StoreFileRecord:
         document_id,
         status,
         chunks,
+        key,
     )
 
 

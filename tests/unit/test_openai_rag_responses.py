@@ -77,7 +77,9 @@ def test_what_is_not_served_is_a_400_naming_it(body, param):
 
 
 def found_chunk(file_id: str, score: float) -> FoundChunk:
-    record = StoreFileRecord(file_id, "vs_1", f"{file_id}.txt", {"k": "v"}, 0, 9, "d", "cached", 1)
+    record = StoreFileRecord(
+        file_id, "vs_1", f"{file_id}.txt", {"k": "v"}, 0, 9, "d", "cached", 1, "h"
+    )
     return FoundChunk(record, Hit("d", 0, 1, score, "the passage", [1, 2]))
 
 

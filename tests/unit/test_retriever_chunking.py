@@ -121,3 +121,14 @@ def test_content_hash_ignores_layout_but_not_words():
     assert content_hash("a \r\nb\r\n\r\n\r\nc") == content_hash("a\nb\n\nc\n")
     assert content_hash("a\nb") != content_hash("a\nc")
     assert len(content_hash("x")) == 64
+
+
+def test_a_markdown_heading_stays_with_its_section(tokenizer):
+    sections = [f"## Part {n}\n\n" + paragraph(10 * n, 2) for n in range(12)]
+    text = "# Guide\n\n" + "\n\n".join(sections)
+    chunks = chunk_text(text, tokenizer, max_tokens=96, min_tokens=16)
+    assert_well_formed(chunks, text, tokenizer, 96)
+    assert len(chunks) > 3
+    for n in range(12):
+        (holder,) = [chunk for chunk in chunks if f"## Part {n}\n" in chunk.text]
+        assert f"## Part {n}\n\nSentence number {10 * n} " in holder.text

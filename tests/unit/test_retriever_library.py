@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retriever.ingest.chunking import Chunking
 from retriever.library.document_store import DocumentConflict
 from retriever.library.documents import (
     DuplicateDocumentId,
@@ -144,6 +145,22 @@ def test_same_content_is_not_stored_twice(open_library, embedder):
     assert [(r.id, r.created, r.status) for r in again] == [("tower", False, "indexed")]
     assert (embedder.texts_embedded, len(library.index)) == (embedded, vectors)
     assert library.list()[1] == 3
+
+
+def test_the_same_text_chunked_another_way_is_another_document(open_library):
+    library = open_library()
+    default = library.ingest([NewDocument("tower", TOWER)])[0]
+    overlapping = Chunking(CHUNK_TOKENS, CHUNK_TOKENS // 2)
+    static = library.ingest([NewDocument(None, TOWER, chunking=overlapping)])[0]
+    again = library.ingest([NewDocument(None, TOWER, chunking=overlapping)])[0]
+    assert static.created and static.id != default.id
+    assert (again.id, again.created) == (static.id, False)
+    assert static.num_chunks > default.num_chunks  # the overlap leaves less new text per chunk
+    assert library.chunking_of(library.get(default.id).content_hash) == Chunking(CHUNK_TOKENS)
+    assert library.chunking_of(library.get(static.id).content_hash) == overlapping
+    # asking for the default chunking explicitly finds the document chunked that way
+    same = library.ingest([NewDocument(None, TOWER, chunking=Chunking(CHUNK_TOKENS))])[0]
+    assert (same.id, same.created) == ("tower", False)
 
 
 @pytest.mark.parametrize(

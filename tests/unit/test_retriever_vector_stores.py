@@ -126,3 +126,23 @@ def test_a_store_expires_days_after_its_last_use(library):
     assert replace(vector_store, last_active_at=0).status == "expired"
     unchanged = objects.vector_stores.update(vector_store.id, {"expires_after_days": None})
     assert (unchanged.expires_at, unchanged.status) == (None, "completed")
+
+
+def test_a_file_moved_to_its_text_chunked_another_way_leaves_its_old_document(library):
+    store, objects = library
+    for doc_id in ("plain", "static", "shared", "static-shared"):
+        add_document(store, doc_id)
+    add_file(objects, "file-a", "plain")
+    assert objects.files.move_to_document("file-a", "static", owns_document=True) == "plain"
+    assert objects.files.get("file-a").document_id == "static"
+    assert objects.files.move_to_document("file-a", "static", owns_document=True) is None
+    # a document another file still uses is handed over, not deleted
+    add_file(objects, "file-b", "shared")
+    add_file(objects, "file-c", "shared", owns=False)
+    assert objects.files.move_to_document("file-b", "static-shared", owns_document=False) is None
+    assert objects.files.delete("file-c") == (True, "shared")
+    # the document a move found (not created) stays when the file goes
+    assert objects.files.delete("file-b") == (True, None)
+    vector_store = objects.vector_stores.create("docs", None, {}, None, [Attachment("file-a", {})])
+    assert objects.files.vector_stores_of("file-a") == [vector_store.id]
+    assert objects.files.vector_stores_of("file-missing") == []
