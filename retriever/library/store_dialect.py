@@ -3,7 +3,8 @@ once (`retriever.library.document_store`).
 
 Both databases take the store's SQL with `?` placeholders: SQLite's own `ObjectDatabase`, and
 PostgreSQL through `QmarkDatabase`, the adapter OpenAI's objects use too. What is left differs
-here: how a list is bound (`json_each` or `ANY`), which column keeps insertion order, and what the
+here: how a list is bound (`json_each` or `ANY`), which column keeps insertion order, how a keyword
+search asks the full-text index (FTS5 and BM25, or tsvector and `ts_rank`), and what the
 shared library adds on PostgreSQL: chunks keep their embedding (documents are stored `indexed` at
 once, their vectors committed with them), adds and deletes take the library's write lock and log
 their change for the replicas' indexes (`retriever.library.changelog`), and precompute work is
