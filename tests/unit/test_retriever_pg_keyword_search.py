@@ -49,6 +49,14 @@ def test_every_replica_finds_keywords_at_once_and_forgets_deletes(replicas):
     assert "pump" not in ids(a.search(QUESTION, top_k=3, ranking=HYBRID))
 
 
+def test_query_syntax_characters_are_only_words(replicas):
+    library = replicas("a")
+    library.ingest([CODE, CALM])
+    hostile = "NEAR(fault 'F-2291' OR) & * ^pump :* -valve <-> | ! \\ a_b ²"
+    assert ids(library.search(hostile, top_k=2, ranking=KEYWORDS))[0] == "pump"
+    assert library.search("the of and", top_k=2, ranking=KEYWORDS) == []  # stop words only
+
+
 def test_keyword_hits_survive_a_restart_of_every_replica(replicas):
     first = replicas("first")
     first.ingest([CODE, CALM])
