@@ -103,7 +103,20 @@ class Settings(BlendServerSettings):
         description="Retrieve from ingested documents when a request sends neither "
         "`documents` nor `retrieval`.",
     )
-    retrieval_top_k: int = Field(6, ge=1, le=64, description="Chunks retrieved by default.")
+    retrieval_top_k: int = Field(
+        6, ge=1, le=64, description="Chunks retrieved when a request does not say (`top_k`)."
+    )
+    retrieval_ranking: Literal["dense", "hybrid"] = Field(
+        "dense",
+        description="How searches rank chunks when a request does not say: by embedding "
+        "similarity, or that fused with keyword (full-text) matches by reciprocal rank.",
+    )
+    hybrid_embedding_weight: float = Field(
+        1.0, ge=0, description="Weight of the embedding ranking in `hybrid` ranking."
+    )
+    hybrid_text_weight: float = Field(
+        1.0, gt=0, description="Weight of the keyword ranking in `hybrid` ranking."
+    )
     chunk_tokens: int = Field(
         384, ge=64, le=2048, description="Largest ingested chunk, in the served model's tokens."
     )

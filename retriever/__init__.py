@@ -2,9 +2,9 @@
 the vector index, the document library and OpenAI's retrieval objects, importable from here.
 
 Inside, the work is split by job: `retriever.ingest` turns uploads into text and chunks,
-`retriever.search` embeds and finds them, `retriever.library` stores documents and keeps the index
-in step, `retriever.objects` holds OpenAI's files, vector stores and stored responses, and
-`retriever.db` opens the SQLite or PostgreSQL database they share.
+`retriever.search` embeds, finds and ranks them, `retriever.library` stores documents and keeps
+the indexes in step, `retriever.objects` holds OpenAI's files, vector stores and stored
+responses, and `retriever.db` opens the SQLite or PostgreSQL database they share.
 
 Each name is imported on first use, from the module that defines it: `import retriever` stays
 light, and FAISS, sentence-transformers or pypdf load only with the names that need them, when
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from retriever.search.embed import Embedder
     from retriever.search.index import VectorIndex
     from retriever.search.neighbours import NeighbourPolicy, context_order, nearest_chunks
+    from retriever.search.ranking import Ranking, Reranker
 
 _HOMES: dict[str, tuple[str, ...]] = {
     "retriever.ingest.chunking": ("Chunking",),
@@ -63,6 +64,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "retriever.search.embed": ("Embedder",),
     "retriever.search.index": ("VectorIndex",),
     "retriever.search.neighbours": ("NeighbourPolicy", "context_order", "nearest_chunks"),
+    "retriever.search.ranking": ("Ranking", "Reranker"),
 }
 """Where each exported name is defined."""
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
@@ -91,6 +93,8 @@ __all__ = [
     "OutageLog",
     "PageRequest",
     "RagObjects",
+    "Ranking",
+    "Reranker",
     "StoreFileRecord",
     "StoredResponse",
     "TextTooLarge",

@@ -57,14 +57,16 @@ def ingest(url: str, api_key: str | None, paths: list[str]) -> int:
     return 1 if failures else 0
 
 
-def query(url: str, api_key: str | None, question: str, top_k: int, mode: str | None) -> int:
+def query(
+    url: str, api_key: str | None, question: str, top_k: int | None, mode: str | None
+) -> int:
     """Ask with retrieval, stream the answer, then list the chunks it was given."""
     with connect(url, api_key) as client:
         model = served_model(client)
         body = {
             "model": model,
             "messages": [{"role": "user", "content": question}],
-            "retrieval": {"top_k": top_k},
+            "retrieval": {} if top_k is None else {"top_k": top_k},
             **({"blend": {"mode": mode}} if mode else {}),
             "temperature": 0,
             "stream": True,

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ingest.add_argument("paths", nargs="+", metavar="PATH")
     query = commands.add_parser("query", help="ask a running server, with retrieval")
     query.add_argument("question")
-    query.add_argument("--top-k", type=int, default=6)
+    query.add_argument("--top-k", type=int, help="chunks to retrieve (default: the server's)")
     query.add_argument(
         "--mode", choices=["blend", "full", "reuse"], help="blend mode (default: the server's)"
     )

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from engine.contract import Metric
+from gateway.openai.ranking import RankingOptions
 from gateway.openai.text import Text
 
 MAX_DOCUMENTS = 64
@@ -30,9 +31,26 @@ class RetrievalOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    top_k: int = Field(6, ge=1, le=MAX_DOCUMENTS)
+    top_k: int | None = Field(None, ge=1, le=MAX_DOCUMENTS)
+    """Unset: ``RAGBLEND_RETRIEVAL_TOP_K``."""
     min_score: float | None = Field(None, ge=-1.0, le=1.0)
     document_ids: list[Text] | None = Field(None, min_length=1)
+    ranking_options: RankingOptions | None = None
+    """As on ``file_search``; ``score_threshold`` is ``min_score`` kept to OpenAI's [0, 1]."""
+
+    @model_validator(mode="after")
+    def _one_threshold(self) -> RetrievalOptions:
+        options = self.ranking_options
+        if self.min_score is not None and options and options.score_threshold is not None:
+            raise ValueError("send min_score or ranking_options.score_threshold, not both")
+        return self
+
+    @property
+    def threshold(self) -> float | None:
+        """The score a retrieved chunk needs, whichever field set it."""
+        if self.min_score is not None or self.ranking_options is None:
+            return self.min_score
+        return self.ranking_options.score_threshold
 
 
 class TitledDocument(BaseModel):

@@ -1,7 +1,7 @@
 """A ``POST /v1/responses`` body, checked against the ``openai`` package's own parameter types,
-and the part of it ragblend serves: text messages, sampling, storage, the ``file_search`` tool and
-``function`` tools (with their calls and outputs as input items). Anything else that would change
-the answer is refused with a 400 naming it, never ignored."""
+and the part of it ragblend serves: text messages, sampling, storage, the ``file_search`` tool
+(``ranking_options`` too) and ``function`` tools (with their calls and outputs as input items).
+Anything else that would change the answer is refused with a 400 naming it, never ignored."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from gateway.http.errors import APIError
 from gateway.openai.filters import Filter, parse_filter
+from gateway.openai.ranking import RankingOptions
 from gateway.openai.response_tools import call_message, function_tool, merged_calls, output_message
 from gateway.openai.structured import ResponseFormat, text_format
 from gateway.openai.tool_types import ToolSpec
@@ -40,7 +41,7 @@ class FileSearch:
     store_ids: list[str]
     max_results: int
     condition: Filter | None
-    score_threshold: float | None
+    ranking: RankingOptions | None  # ``ranking_options``
     tool: dict[str, Any]
     """The tool as the response echoes it."""
 
@@ -211,13 +212,13 @@ def _search_tool(raw: dict[str, Any], param: str, default_results: int) -> FileS
         raise APIError(400, "'vector_store_ids' is empty.", param=f"{param}.vector_store_ids")
     results = default_results if tool.max_num_results is None else tool.max_num_results
     _check_range(results, f"{param}.max_num_results", 1, MAX_SEARCH_RESULTS)
-    threshold = tool.ranking_options.score_threshold if tool.ranking_options else None
-    _check_range(threshold, f"{param}.ranking_options.score_threshold", 0.0, 1.0)
+    options, where = raw.get("ranking_options"), f"{param}.ranking_options"
+    ranking = None if options is None else parse_params(RankingOptions, options, where)
     condition = (
         None if raw.get("filters") is None else parse_filter(raw["filters"], f"{param}.filters")
     )
     store_ids = [check_text(i, f"{param}.vector_store_ids") for i in tool.vector_store_ids]
-    return FileSearch(store_ids, results, condition, threshold, raw)
+    return FileSearch(store_ids, results, condition, ranking, raw)
 
 
 def _optional_text(value: str | None, param: str) -> str | None:

@@ -1,6 +1,6 @@
-"""Search within vector stores: the library's vector search restricted to the stores' documents,
-then the attribute filter and the score threshold. Used by ``/v1/vector_stores/{id}/search`` and
-by the ``file_search`` tool. Blocking: run it in a thread."""
+"""Search within vector stores: the library's search (dense, or hybrid: `gateway.openai.ranking`)
+restricted to the stores' documents, then the attribute filter and the score threshold. Used by
+``/v1/vector_stores/{id}/search`` and by the ``file_search`` tool. Blocking: run it in a thread."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.http.errors import APIError
 from gateway.openai.filters import Filter, matches
-from retriever import Hit, Library, RagObjects, StoreFileRecord
+from retriever import Hit, Library, RagObjects, Ranking, StoreFileRecord
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,7 @@ class StoreSearch:
     store_ids: Sequence[str]
     queries: Sequence[str]
     max_results: int
+    ranking: Ranking
     condition: Filter | None = None
     score_threshold: float | None = None
 
@@ -63,7 +64,11 @@ def search_stores(objects: RagObjects, library: Library, search: StoreSearch) ->
     best: dict[int, Hit] = {}
     for query in search.queries:
         hits = library.search(
-            query, search.max_results, search.score_threshold, sorted(by_document)
+            query,
+            search.max_results,
+            search.score_threshold,
+            sorted(by_document),
+            search.ranking,
         )
         for hit in hits:
             if hit.chunk_id not in best or best[hit.chunk_id].score < hit.score:

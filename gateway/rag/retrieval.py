@@ -7,27 +7,31 @@ from dataclasses import replace
 
 from gateway.http.errors import APIError
 from gateway.openai.protocol import RetrievalOptions, SamplingFields
+from gateway.openai.ranking import ranking_for
 from gateway.rag.chunked_prompt import Chunks, document_chunks, stored_chunks
 from gateway.state import AppState
 
 
-async def request_chunks(
-    fields: SamplingFields, query: str, state: AppState
-) -> Chunks | None:
+async def request_chunks(fields: SamplingFields, query: str, state: AppState) -> Chunks | None:
     """The chunks to place before the question, or None for a plain request."""
     documents = fields.document_texts
     if documents is not None:
         return document_chunks(documents, state.tokenizer)
     options = fields.retrieval
     if options is None and state.settings.retrieval_by_default and state.library is not None:
-        options = RetrievalOptions(top_k=state.settings.retrieval_top_k)
+        options = RetrievalOptions()
     if options is None:
         return None
     if state.library is None:
         raise APIError(503, "Retrieval is unavailable: the document library did not load.")
     try:
         hits = await asyncio.to_thread(
-            state.library.search, query, options.top_k, options.min_score, options.document_ids
+            state.library.search,
+            query,
+            options.top_k or state.settings.retrieval_top_k,
+            options.threshold,
+            options.document_ids,
+            ranking_for(options.ranking_options, state.settings),
         )
     except ValueError as exc:
         raise APIError(400, f"Retrieval needs a question: {exc}.", param="retrieval") from exc

@@ -24,6 +24,7 @@ from gateway.http.serving import PreparedRequest, json_response, start_generatio
 from gateway.openai.answer_prompt import answer_prompt, answer_room, conversation
 from gateway.openai.deps import JSONBody, RagState, objects_of
 from gateway.openai.protocol import SamplingFields
+from gateway.openai.ranking import ranking_for
 from gateway.openai.response_build import ResponseBuilder
 from gateway.openai.response_events import response_events
 from gateway.openai.response_request import ResponsesTurn, parse_turn
@@ -123,8 +124,10 @@ async def _search(state: AppState, turn: ResponsesTurn) -> list[FoundChunk]:
     library = state.library
     if library is None:
         raise APIError(503, "The document library is unavailable; see the server log.")
+    threshold = None if tool.ranking is None else tool.ranking.score_threshold
+    ranking = ranking_for(tool.ranking, state.settings)
     search = StoreSearch(
-        tool.store_ids, [turn.question], tool.max_results, tool.condition, tool.score_threshold
+        tool.store_ids, [turn.question], tool.max_results, ranking, tool.condition, threshold
     )
     return await asyncio.to_thread(search_stores, _objects(state), library, search)
 

@@ -22,6 +22,7 @@ from gateway.openai.deps import JSONBody, RagState, objects_of
 from gateway.openai.filters import parse_filter
 from gateway.openai.objects import deleted, dump, vector_store_object
 from gateway.openai.pagination import Page, cursor_error, list_body
+from gateway.openai.ranking import RankingOptions, ranking_for
 from gateway.openai.rechunk import chunk_files, chunking_asked, requests_for
 from gateway.openai.search import StoreSearch, search_stores
 from gateway.openai.store_params import (
@@ -116,18 +117,23 @@ async def search_vector_store(
         raise APIError(
             400, f"'max_num_results' must be 1 to {MAX_SEARCH_RESULTS}.", param="max_num_results"
         )
-    ranking = params.get("ranking_options") or {}
-    threshold = ranking.get("score_threshold")
-    if threshold is not None and not 0 <= threshold <= 1:
-        param = "ranking_options.score_threshold"
-        raise APIError(400, f"'{param}' must be between 0 and 1.", param=param)
+    if params.get("rewrite_query"):
+        message = "'rewrite_query' is not supported: ragblend searches the query as sent."
+        raise APIError(400, message, param="rewrite_query")
+    raw_ranking = body.get("ranking_options")  # with hybrid_search, as file_search takes it
+    ranking = (
+        None
+        if raw_ranking is None
+        else parse_params(RankingOptions, raw_ranking, "ranking_options")
+    )
     condition = body.get("filters")  # the raw filter: parse_filter checks it to any depth
     search = StoreSearch(
         [vector_store_id],
         queries,
         max_results,
+        ranking_for(ranking, state.settings),
         None if condition is None else parse_filter(condition),
-        threshold,
+        None if ranking is None else ranking.score_threshold,
     )
     library, objects = state.library, objects_of(state)
     try:

@@ -2,7 +2,8 @@
 
 Beside what the SQLite store keeps, chunks hold their embedding (so replicas never embed again
 what another one ingested), a precompute claim (`claimed_by` until `claimed_until`) and whether
-their KV is to be precomputed again (`kv_stale`, version 2), and
+their KV is to be precomputed again (`kv_stale`, version 2), their words for keyword search
+(`search_words`, version 3), and
 `library_changes` logs every add and delete, in commit order, for the replicas to follow.
 `library_log_floor` remembers up to which change the log was trimmed. OpenAI's files, vector
 stores and stored responses are shared too.
@@ -16,7 +17,7 @@ import psycopg
 
 from retriever.objects.schema import VECTOR_STORE_SCHEMA
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_LOCK = 0x72616762_6C656E64 >> 1
 """Advisory lock key that serializes schema creation between replicas starting together."""
 
@@ -43,7 +44,14 @@ _STALE_CHUNKS = (
     "ALTER TABLE chunks ADD COLUMN kv_stale INTEGER NOT NULL DEFAULT 0",
     "CREATE INDEX chunks_stale ON chunks (id) WHERE kv_stale = 1",
 )
-_UPGRADES: dict[int, tuple[str, ...]] = {2: _STALE_CHUNKS}
+_KEYWORD_SEARCH = (
+    # Version 3: keyword search. Each chunk's text as a tsvector, computed by the database with
+    # the row (so every replica searches the same words), and the GIN index that finds them.
+    "ALTER TABLE chunks ADD COLUMN search_words tsvector "
+    "GENERATED ALWAYS AS (to_tsvector('english', text)) STORED",
+    "CREATE INDEX chunks_by_word ON chunks USING GIN (search_words)",
+)
+_UPGRADES: dict[int, tuple[str, ...]] = {2: _STALE_CHUNKS, 3: _KEYWORD_SEARCH}
 """Statements that bring a database of the version before each key up to it."""
 _SCHEMA = (
     """
@@ -78,6 +86,7 @@ _SCHEMA = (
     "CREATE INDEX chunks_awaiting_kv ON chunks (id) WHERE kv_cached = 0",
     "CREATE INDEX chunks_by_kv_key ON chunks (kv_key) WHERE kv_key IS NOT NULL",
     *_STALE_CHUNKS,
+    *_KEYWORD_SEARCH,
     """
     CREATE TABLE library_changes (
         seq BIGSERIAL PRIMARY KEY,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from retriever.objects.schema import VECTOR_STORE_SCHEMA
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _SCHEMA = (
     """
     CREATE TABLE documents (
@@ -50,6 +50,20 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: (
         "ALTER TABLE chunks ADD COLUMN kv_stale INTEGER NOT NULL DEFAULT 0",
         "CREATE INDEX chunks_stale ON chunks (id) WHERE kv_stale = 1",
+    ),
+    # Version 5: keyword search. An FTS5 index over the chunks' text, kept by triggers in the
+    # transaction that adds or deletes the chunks, and filled from the chunks already stored.
+    5: (
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
+        "tokenize='porter unicode61 remove_diacritics 2')",
+        "CREATE TRIGGER chunks_fts_added AFTER INSERT ON chunks BEGIN "
+        "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END",
+        "CREATE TRIGGER chunks_fts_removed AFTER DELETE ON chunks BEGIN "
+        "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END",
+        "CREATE TRIGGER chunks_fts_changed AFTER UPDATE OF text ON chunks BEGIN "
+        "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); "
+        "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END",
+        "INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')",
     ),
 }
 

@@ -16,12 +16,10 @@ import socket
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from retriever.db.postgres import PgDatabase
-from retriever.ingest.chunking import Chunk
 from retriever.library import kv_presence
 from retriever.library.drafts import (
     PENDING,
@@ -45,6 +43,7 @@ from retriever.library.records import (
     select_documents,
 )
 from retriever.library.store_dialect import open_dialect
+from retriever.search.keywords import keyword_terms
 
 
 class DocumentStore:
@@ -60,18 +59,6 @@ class DocumentStore:
 
     def close(self) -> None:
         self._db.close()
-
-    def add_document(
-        self,
-        doc_id: str | None,
-        content_hash: str,
-        metadata: dict[str, Any],
-        chunks: list[Chunk],
-        num_chars: int,
-    ) -> Insertion:
-        """Store one document (see `add_documents`; SQLite)."""
-        draft = DocumentDraft(doc_id, content_hash, metadata, num_chars, chunks)
-        return self.add_documents([draft])[0]
 
     def add_documents(
         self, drafts: Sequence[DocumentDraft], vectors: np.ndarray | None = None
@@ -111,12 +98,14 @@ class DocumentStore:
         return insertions
 
     def find_by_hash(self, content_hash: str) -> DocumentRow | None:
-        with self._db.reading() as connection:
-            return select_document(connection, "content_hash = ?", content_hash)
+        return self._document("content_hash = ?", content_hash)
 
     def get_document(self, doc_id: str) -> DocumentRow | None:
+        return self._document("id = ?", doc_id)
+
+    def _document(self, condition: str, value: str) -> DocumentRow | None:
         with self._db.reading() as connection:
-            return select_document(connection, "id = ?", doc_id)
+            return select_document(connection, condition, value)
 
     def list_documents(self, offset: int = 0, limit: int = 100) -> tuple[list[DocumentRow], int]:
         """A page of documents, oldest first, and the total number of documents."""
@@ -153,6 +142,17 @@ class DocumentStore:
             rows = select_chunks(connection, condition, ids)
         return in_requested_order(rows, chunk_ids)
 
+    def keyword_search(
+        self, query: str, limit: int, document_ids: Sequence[str] | None = None
+    ) -> list[tuple[int, float]]:
+        """Up to `limit` (chunk id, score) pairs holding any word of `query`, best first, within
+        `document_ids` when given (`retriever.search.keywords`); none for a query without words."""
+        terms = keyword_terms(query)
+        if not terms:
+            return []
+        with self._db.reading() as connection:
+            return self._dialect.keyword_search(connection, terms, limit, document_ids)
+
     def chunk_ids(self, document_ids: Sequence[str] | None = None) -> set[int]:
         """Ids of all chunks, or of the chunks of the given documents."""
         condition, parameters = "1 = 1", ()
@@ -176,8 +176,7 @@ class DocumentStore:
     def mark_chunk_cached(self, chunk_id: int, kv_key: str | None) -> bool:
         """Record that a chunk's KV was precomputed, stored under ``kv_key`` (None: it could not
         be); False if the chunk does not exist. Its document turns ``cached`` with its last chunk.
-        A claim on it ends.
-        """
+        A claim on it ends."""
         with self._db.transaction() as connection:
             row = connection.execute(
                 "UPDATE chunks SET kv_cached = 1, kv_key = ?, kv_present = ?, kv_stale = 0"
@@ -203,10 +202,7 @@ class DocumentStore:
 
     def pending_chunks(self, limit: int) -> list[ChunkRow]:
         """Up to `limit` chunks of indexed documents whose KV cache is not stored yet, oldest first.
-
-        Documents still being ingested are left out, so a document turns `cached` only after it
-        was `indexed`.
-        """
+        Documents still being ingested are left out: a document turns `cached` after `indexed`."""
         with self._db.reading() as connection:
             return select_chunks(connection, f"{PENDING} ORDER BY id LIMIT ?", limit)
 

@@ -55,7 +55,8 @@ class IngestResult:
 
 @dataclass(frozen=True)
 class Hit:
-    """One retrieved chunk; `score` is the cosine similarity to the query."""
+    """One retrieved chunk; `score` is the cosine similarity to the query in dense search, the
+    fused rank score in [0, 1] otherwise (`retriever.search.ranking`)."""
 
     document_id: str
     chunk_index: int

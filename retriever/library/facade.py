@@ -4,6 +4,8 @@ By default it lives under `data_dir` (`retriever.library.local_backend`: a SQLit
 index file, one process per `data_dir`). With a `database_url` it is the PostgreSQL library shared
 by replicas (`retriever.library.shared_backend`: each keeps its index in memory and follows the
 database).
+A search ranks chunks by their embeddings, by the database's keyword index, or by both fused
+(`retriever.search.ranking`); both indexes change in the transaction that stores or deletes.
 Writes are serialized by one lock, held only for the database transaction and the index update:
 chunking and embedding a batch happen before it is taken, so a large document does not hold up a
 small one or a delete. Searches run alongside writes. With neighbour contexts, chunks whose
@@ -16,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +42,7 @@ from retriever.library.records import ChunkRow, DocumentDraft, DocumentRow
 from retriever.library.shared_backend import SharedBackend
 from retriever.search.index import IndexKind, VectorIndex
 from retriever.search.neighbours import NeighbourPolicy, joined_neighbourhoods, within_window
+from retriever.search.ranking import DENSE, FUSION_DEPTH, Ranking, Reranker, ranked_chunks
 
 log = logging.getLogger(__name__)
 EMBED_BATCH = 32
@@ -56,6 +60,7 @@ class Library:
         chunk_tokens: int = 384,
         database_url: str | None = None,
         neighbours: NeighbourPolicy | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.tokenizer = tokenizer
@@ -64,6 +69,8 @@ class Library:
         """How a document is chunked unless its ingest says otherwise."""
         self.neighbours = neighbours
         """How chunks' KV is computed behind neighbours; None: a fixed prefix, none requeued."""
+        self.reranker = reranker
+        """What reorders search candidates (`retriever.search.ranking.Reranker`); None: none."""
         self._write_lock = threading.Lock()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.backend: LibraryBackend
@@ -121,8 +128,10 @@ class Library:
         top_k: int = 5,
         min_score: float | None = None,
         document_ids: Sequence[str] | None = None,
+        ranking: Ranking = DENSE,
     ) -> list[Hit]:
-        """The `top_k` chunks most similar to `query`, best first, optionally within documents."""
+        """The `top_k` chunks that best answer `query` by `ranking` (`retriever.search.ranking`),
+        best first, optionally within documents and at or above `min_score`."""
         if not query.strip():
             raise ValueError("query is empty")
         if top_k < 1:
@@ -130,16 +139,24 @@ class Library:
         allowed = None if document_ids is None else self.store.chunk_ids(document_ids)
         if allowed is not None and not allowed:
             return []
-        vector = self.embedder.embed([query])[0]
-        scored = self.index.search(vector, top_k, allowed)
-        if min_score is not None:
-            scored = [(chunk_id, score) for chunk_id, score in scored if score >= min_score]
+        reranker = self.reranker if ranking.rerank else None
+        scored = ranked_chunks(
+            ranking,
+            top_k if reranker is None else FUSION_DEPTH,
+            lambda n: self.index.search(self.embedder.embed([query])[0], n, allowed),
+            lambda n: self.store.keyword_search(query, n, document_ids),
+        )
         rows = {row.id: row for row in self.store.chunks_for([chunk_id for chunk_id, _ in scored])}
-        return [
+        hits = [
             Hit(row.document_id, row.chunk_index, row.id, score, row.text, row.token_ids)
             for chunk_id, score in scored
             if (row := rows.get(chunk_id)) is not None
         ]
+        if reranker is not None:
+            scores = reranker.scores(query, [hit.text for hit in hits])
+            reranked = sorted(zip(scores, hits, strict=True), key=lambda pair: -pair[0])
+            hits = [replace(hit, score=score) for score, hit in reranked]
+        return [hit for hit in hits if min_score is None or hit.score >= min_score][:top_k]
 
     def get(self, doc_id: str) -> DocumentRow | None:
         return self.store.get_document(doc_id)

@@ -3,7 +3,8 @@ once (`retriever.library.document_store`).
 
 Both databases take the store's SQL with `?` placeholders: SQLite's own `ObjectDatabase`, and
 PostgreSQL through `QmarkDatabase`, the adapter OpenAI's objects use too. What is left differs
-here: how a list is bound (`json_each` or `ANY`), which column keeps insertion order, and what the
+here: how a list is bound (`json_each` or `ANY`), which column keeps insertion order, how a keyword
+search asks the full-text index (FTS5 and BM25, or tsvector and `ts_rank`), and what the
 shared library adds on PostgreSQL: chunks keep their embedding (documents are stored `indexed` at
 once, their vectors committed with them), adds and deletes take the library's write lock and log
 their change for the replicas' indexes (`retriever.library.changelog`), and precompute work is
@@ -24,6 +25,7 @@ from retriever.library import changelog
 from retriever.library.changelog import ChangeKind
 from retriever.library.kv_presence import Executor
 from retriever.library.records import CHUNK_COLUMNS
+from retriever.search.keywords import fts5_match, tsquery_text
 
 CLAIM_LEASE_S = 120
 """How long a replica's claim on a chunk to precompute lasts; after that another may take it."""
@@ -54,6 +56,28 @@ class StoreDialect:
     ) -> None:
         """Nothing: no replica follows an embedded store."""
 
+    def keyword_search(
+        self,
+        connection: Executor,
+        terms: list[str],
+        limit: int,
+        document_ids: Sequence[str] | None,
+    ) -> list[tuple[int, float]]:
+        """Up to `limit` chunks holding any of `terms` (within `document_ids` when given) with
+        their BM25 score, best first (FTS5's `bm25`, negated so that higher is better)."""
+        parameters: list[Any] = [fts5_match(terms)]
+        within = ""
+        if document_ids is not None:
+            condition, ids = self.any_of("document_id", document_ids)
+            within = f" AND rowid IN (SELECT id FROM chunks WHERE {condition})"
+            parameters.append(ids)
+        rows = connection.execute(
+            "SELECT rowid, -bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?"
+            f"{within} ORDER BY bm25(chunks_fts), rowid LIMIT ?",
+            (*parameters, limit),
+        ).fetchall()
+        return [(int(row[0]), float(row[1])) for row in rows]
+
     def claim(self, connection: Executor, condition: str, limit: int, claimant: str) -> list[Any]:
         """Chunks matching `condition` as CHUNK_COLUMNS plus `kv_stale`: with one server per
         database there is no one to share them with."""
@@ -81,6 +105,29 @@ class PostgresDialect(StoreDialect):
         self, connection: Executor, kind: ChangeKind, documents: list[str], chunks: list[int]
     ) -> None:
         changelog.record(_raw(connection), kind, documents, chunks)
+
+    def keyword_search(
+        self,
+        connection: Executor,
+        terms: list[str],
+        limit: int,
+        document_ids: Sequence[str] | None,
+    ) -> list[tuple[int, float]]:
+        """The same from the chunks' `search_words` (English stemming and stop words), ranked
+        by `ts_rank` normalized by length: term frequency, without BM25's rarity weighting."""
+        parameters: list[Any] = [tsquery_text(terms)]
+        within = ""
+        if document_ids is not None:
+            condition, ids = self.any_of("document_id", document_ids)
+            within = f" AND {condition}"
+            parameters.append(ids)
+        rows = connection.execute(
+            "SELECT id, ts_rank(search_words, query, 1) AS score "
+            "FROM chunks, to_tsquery('english', ?) AS query "
+            f"WHERE search_words @@ query{within} ORDER BY score DESC, id LIMIT ?",
+            (*parameters, limit),
+        ).fetchall()
+        return [(int(row[0]), float(row[1])) for row in rows]
 
     def claim(self, connection: Executor, condition: str, limit: int, claimant: str) -> list[Any]:
         """Chunks matching `condition` that no replica holds a live claim on, now claimed by

@@ -103,6 +103,43 @@ def test_search_ranks_the_file_that_answers_first(client: OpenAI, library: Libra
     assert results[0].score > results[1].score
 
 
+def test_ranking_options_reach_search_and_file_search(
+    client: OpenAI, server: Server, library: Library
+) -> None:
+    """Keyword ranking alone (OpenAI's hybrid_search weights) returns only the file that holds
+    the words, in vector store search and in the file_search tool alike."""
+    keywords = {"hybrid_search": {"embedding_weight": 0, "text_weight": 1}}
+    results = client.vector_stores.search(
+        vector_store_id=library.store.id,
+        query="Tomas Hale",
+        ranking_options=keywords,  # type: ignore[typeddict-unknown-key]
+    )
+    assert [r.filename for r in results] == ["orchard.txt"]
+    both = {"hybrid_search": {"embedding_weight": 1, "text_weight": 1}}
+    hybrid = client.vector_stores.search(
+        vector_store_id=library.store.id,
+        query="Tomas Hale",
+        ranking_options=both,  # type: ignore[typeddict-unknown-key]
+    )
+    assert next(r.filename for r in hybrid) == "orchard.txt"
+    assert all(0 < r.score <= 1 for r in hybrid)
+    tool = {
+        "type": "file_search",
+        "vector_store_ids": [library.store.id],
+        "ranking_options": keywords,
+    }
+    reply = client.responses.create(
+        model=server.model,
+        input="Tomas Hale",
+        tools=[tool],  # type: ignore[list-item]
+        include=["file_search_call.results"],
+        max_output_tokens=4,
+        temperature=0,
+    )
+    call = next(item for item in reply.output if item.type == "file_search_call")
+    assert [result.filename for result in call.results or []] == ["orchard.txt"]
+
+
 def test_file_search_answers_cites_and_reuses_chunk_kv(
     client: OpenAI, server: Server, library: Library
 ) -> None:

@@ -31,6 +31,7 @@ TOOLS = [
     ("load_tests.eval.format_exact", "out"),
     ("load_tests.eval.format_gap", "out"),
     ("load_tests.eval.retrieval_shaped", "out"),
+    ("load_tests.bench_retrieval", "out"),
 ]
 
 

@@ -31,7 +31,8 @@ def store(tmp_path):
 
 def test_added_document_reads_back(store):
     metadata = {"title": "Manual", "tags": ["x"]}
-    inserted = store.add_document("manual", "hash-a", metadata, chunks("one", "two"), 9)
+    draft = DocumentDraft("manual", "hash-a", metadata, 9, chunks("one", "two"))
+    inserted = store.add_documents([draft])[0]
     assert inserted.created
     document = store.get_document("manual")
     assert document == inserted.document
