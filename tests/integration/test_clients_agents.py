@@ -110,7 +110,9 @@ async def test_a_file_search_agent_answers_from_the_vector_store_over_two_turns(
         instructions="Answer from the documents in one short sentence.",
         model=_model(client, server),
         tools=[FileSearchTool(vector_store_ids=[vector_store_id], include_search_results=True)],
-        model_settings=ModelSettings(temperature=0, max_tokens=24),
+        # Room to finish: the SDK raises on a response cut at max_output_tokens, and what the
+        # model says depends on the context the shared server's library gives the chunk.
+        model_settings=ModelSettings(temperature=0, max_tokens=256),
     )
     first = await Runner.run(agent, "Who built the Zephyr lighthouse?", max_turns=2)
     [search] = [item for item in first.new_items if isinstance(item, ToolCallItem)]
