@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import statistics
@@ -82,10 +83,17 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
 
 
 def measure(library, questions: list[str], top_k: int) -> dict[str, dict[str, float]]:
-    """Per ranking: the latency percentiles of searching every question (after one warm-up)."""
+    """Per ranking: the latency percentiles of searching every question (after one warm-up);
+    and of embedding the question alone, which every search but a keyword-only one includes."""
     from retriever import Ranking
 
-    results = {}
+    library.embedder.embed(questions[:1])
+    seconds = []
+    for question in questions:
+        started = time.perf_counter()
+        library.embedder.embed([question])
+        seconds.append(time.perf_counter() - started)
+    results = {"(query embedding)": percentiles(seconds)}
     for name, weights in RANKINGS.items():
         ranking = Ranking(*weights)
         library.search(questions[0], top_k, None, None, ranking)
@@ -142,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             results = measure(library, questions, args.top_k)
             library.close()
         rows += [{"chunks": stored, "ranking": name, **r} for name, r in results.items()]
-    print(f"{len(questions)} queries per ranking, top {args.top_k}")
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"{len(questions)} queries per ranking, top {args.top_k}; load average {load}")
     print(
         format_grid(
             ["chunks", "ranking", "p50 ms", "p95 ms"],
@@ -154,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     out = output_path(Path(args.out), ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"settings": vars(args), "rows": rows}, indent=1))
+    document = {"settings": vars(args), "load_average": os.getloadavg(), "rows": rows}
+    out.write_text(json.dumps(document, indent=1))
     return 0
 
 
