@@ -6,9 +6,10 @@ by a running server through chat completions with ``retrieval``.
 The library is ``bench_retrieval``'s (the first ``--passages`` distinct passages of the dataset,
 document ids ``p<n>``), ingested through ``/v1/documents`` (batches already there skipped); the
 questions are the first ``--answered`` of the ``--questions`` it samples (same seed), so its
-recall table covers them. Each question is asked once per ranking (dense, keyword, hybrid: its
-``ranking_options.hybrid_search`` weights) with the server's own top_k and blend recipe, greedy,
-with the QA harness's user turn and stop (``load_tests.eval.qa_prompt``). The rankings take turns
+recall table covers them (with ``--passages`` and ``--questions`` as it ran). Each question is
+asked once per ranking (dense, keyword, hybrid: its ``ranking_options.hybrid_search`` weights)
+with ``--top-k`` chunks (unset: the server's default) and the server's blend recipe, greedy, with
+the QA harness's user turn and stop (``load_tests.eval.qa_prompt``). The rankings take turns
 at going first, so no ranking always pays for computing the chunks another then reuses. Reported
 per ranking: mean F1 (``metrics.f1``) with its 95% interval, the paired gap to dense, agreement
 with dense, and the share of questions whose passage was among the chunks retrieved (from the
@@ -46,14 +47,15 @@ def ranking_turns(index: int) -> list[str]:
     return names[shift:] + names[:shift]
 
 
-def chat_body(model: str, question: str, ranking: str) -> dict[str, Any]:
-    """A greedy chat completion retrieving its chunks from the library by `ranking`."""
+def chat_body(model: str, question: str, ranking: str, top_k: int | None) -> dict[str, Any]:
+    """A greedy chat completion retrieving `top_k` chunks (None: the server's) by `ranking`."""
     embedding_weight, text_weight = RANKINGS[ranking]
     weights = {"embedding_weight": embedding_weight, "text_weight": text_weight}
+    retrieval = {"ranking_options": {"hybrid_search": weights}, "top_k": top_k}
     return {
         "model": model,
         "messages": [{"role": "user", "content": question_text(question)}],
-        "retrieval": {"ranking_options": {"hybrid_search": weights}},
+        "retrieval": {key: value for key, value in retrieval.items() if value is not None},
         "max_tokens": MAX_TOKENS,
         "temperature": 0,
         "stop": list(STOP),
@@ -72,10 +74,13 @@ def ingest_library(client: httpx.Client, passages: list[str]) -> None:
         reply.raise_for_status()
 
 
-def answer(client: httpx.Client, model: str, item: QAItem, gold: str, ranking: str) -> dict:
+def answer(
+    client: httpx.Client, model: str, item: QAItem, gold: str, ranking: str, top_k: int | None
+) -> dict:
     """One ranking's answer to `item`, scored, with whether `gold` was retrieved."""
     started = time.monotonic()
-    reply = client.post("/v1/chat/completions", json=chat_body(model, item.question, ranking))
+    body = chat_body(model, item.question, ranking, top_k)
+    reply = client.post("/v1/chat/completions", json=body)
     reply.raise_for_status()
     payload = reply.json()
     text = payload["choices"][0]["message"]["content"].strip()
@@ -150,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="the running server")
     parser.add_argument("--api-key", help="bearer key, if the server requires one")
     parser.add_argument("--answered", type=int, default=200, help="questions answered")
+    parser.add_argument("--top-k", type=int, help="chunks retrieved (unset: the server's)")
     parser.add_argument("--out", default=scratch("retrieval_answers"), help="<out>.json")
     return parser
 
@@ -172,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                 item = items[index]
                 record: dict[str, Any] = {"id": item.id}
                 for ranking in ranking_turns(index):
-                    record[ranking] = answer(client, model, item, ids[item.passage], ranking)
+                    gold = ids[item.passage]
+                    record[ranking] = answer(client, model, item, gold, ranking, args.top_k)
                 records.append(record)
                 log.write(json.dumps(record) + "\n")
                 log.flush()

@@ -36,7 +36,7 @@ from load_tests.eval.datasets import QA_LOADERS
 from load_tests.eval.fetch import DEFAULT_CACHE
 from load_tests.report import format_grid, output_path, scratch
 
-INGEST_BATCH = 1000
+INGEST_BATCH = 5000
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 

@@ -13,9 +13,11 @@ def test_every_ranking_goes_first_in_turn():
 
 
 def test_a_request_retrieves_with_the_rankings_weights():
-    body = chat_body("m", "Who wrote it?", "keyword")
+    body = chat_body("m", "Who wrote it?", "keyword", None)
     weights = body["retrieval"]["ranking_options"]["hybrid_search"]
     assert weights == {"embedding_weight": 0.0, "text_weight": 1.0}
+    assert "top_k" not in body["retrieval"]  # the server's default
+    assert chat_body("m", "Who wrote it?", "dense", 3)["retrieval"]["top_k"] == 3
     assert "Who wrote it?" in body["messages"][-1]["content"]
     assert body["temperature"] == 0 and "documents" not in body
 
