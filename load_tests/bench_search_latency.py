@@ -106,6 +106,25 @@ def measure(library, questions: list[str], top_k: int) -> dict[str, dict[str, fl
     return results
 
 
+def report(rows: list[dict], args: argparse.Namespace) -> None:
+    """Print the table of `rows` and write them with the settings and the load average."""
+    load = os.getloadavg()
+    print(f"{args.queries} queries per ranking, top {args.top_k}; load average {load[0]:.1f}")
+    print(
+        format_grid(
+            ["chunks", "ranking", "p50 ms", "p95 ms"],
+            [
+                [str(r["chunks"]), r["ranking"], f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}"]
+                for r in rows
+            ],
+        )
+    )
+    out = output_path(Path(args.out), ".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    document = {"settings": vars(args), "load_average": load, "rows": rows}
+    out.write_text(json.dumps(document, indent=1))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
@@ -150,21 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             results = measure(library, questions, args.top_k)
             library.close()
         rows += [{"chunks": stored, "ranking": name, **r} for name, r in results.items()]
-    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
-    print(f"{len(questions)} queries per ranking, top {args.top_k}; load average {load}")
-    print(
-        format_grid(
-            ["chunks", "ranking", "p50 ms", "p95 ms"],
-            [
-                [str(r["chunks"]), r["ranking"], f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}"]
-                for r in rows
-            ],
-        )
-    )
-    out = output_path(Path(args.out), ".json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    document = {"settings": vars(args), "load_average": os.getloadavg(), "rows": rows}
-    out.write_text(json.dumps(document, indent=1))
+        report(rows, args)  # after each size, so a cut run keeps the sizes it finished
     return 0
 
 
