@@ -59,14 +59,19 @@ def sample(items: list, passages: int, questions: int, seed: int) -> tuple[list[
     return kept, random.Random(seed).sample(asked, min(questions, len(asked)))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line; ``parse_args([])`` gives the defaults."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_library_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the library and the questions (``sample``)."""
     parser.add_argument("--dataset", choices=sorted(QA_LOADERS), default="knowledge_conflicts")
     parser.add_argument("--passages", type=int, default=2000, help="documents in the library")
     parser.add_argument("--questions", type=int, default=500, help="questions searched")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", default=str(DEFAULT_CACHE), help="BIG-bench cache (fetch.py)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``parse_args([])`` gives the defaults."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_library_arguments(parser)
     parser.add_argument(
         "--tokenizer",
         default="data/models/smollm2-135m-instruct",

@@ -103,3 +103,25 @@ def test_a_library_written_before_keyword_search_gets_its_chunks_indexed(tmp_pat
         assert ids(library.search("F-2291", top_k=2, ranking=HYBRID)) == ["pump"]
     finally:
         library.close()
+
+
+class LengthReranker:
+    """Stands in for a cross-encoder: the shorter a text, the better it answers."""
+
+    def scores(self, query, texts):
+        return [1 / len(text) for text in texts]
+
+
+def test_a_reranker_reorders_unless_the_ranking_says_none(tmp_path):
+    library = Library(
+        tmp_path / "library", CharTokenizer(), WordEmbedder(), reranker=LengthReranker()
+    )
+    try:
+        library.ingest([CODE, CALM, PETS])
+        plain = ids(library.search(QUESTION, top_k=3, ranking=Ranking(1.0, 1.0, rerank=False)))
+        assert plain == ["pump", "pets", "calm"]  # as without a reranker
+        reranked = library.search(QUESTION, top_k=2, ranking=HYBRID)
+        assert ids(reranked) == ["calm", "pets"]  # shortest first, cut to top_k after reranking
+        assert reranked[0].score == pytest.approx(1 / len(CALM.text))  # the reranker's score
+    finally:
+        library.close()
