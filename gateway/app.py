@@ -57,9 +57,12 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         loading = asyncio.create_task(_load(state, exit_on_load_failure))
+        rereads_keys = _reread_keys_on_sighup(state)
         try:
             yield
         finally:
+            if rereads_keys:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
             if not loading.done():
                 log.warning("shutting down while the model is still loading")
             if state.engine_watch is not None:
@@ -78,7 +81,7 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
 
     app = FastAPI(title="ragblend", version="0.1.0", lifespan=lifespan)
     app.state.ragblend = state
-    app.add_middleware(RequestLimits, settings=settings)
+    app.add_middleware(RequestLimits, settings=settings, keys=state.keys)
     app.add_middleware(ContainUnexpectedErrors)
     app.add_middleware(RequestCounter)
     install_error_handlers(app)
@@ -87,6 +90,19 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
     for module in (completions, chat, documents, *openai_routes, *vllm_routes, models, health):
         app.include_router(module.router)
     return app
+
+
+def _reread_keys_on_sighup(state: AppState) -> bool:
+    """SIGHUP reads the key file again; whether the handler is installed (only with a key file,
+    and only where signals reach this loop: not in an app run off the main thread)."""
+    if state.settings.api_keys_file is None:
+        return False
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, state.keys.reload)
+    except (RuntimeError, ValueError):
+        log.warning("SIGHUP will not reload the API keys here; they reload when the file changes")
+        return False
+    return True
 
 
 def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:

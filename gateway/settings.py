@@ -12,6 +12,7 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 
 from engine.contract import shared_secret
 from gateway.blend_settings import BlendServerSettings
+from gateway.http.projects import Caller, parse_entries
 
 
 class Settings(BlendServerSettings):
@@ -35,7 +36,14 @@ class Settings(BlendServerSettings):
     )
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Comma-separated bearer tokens; empty disables authentication.",
+        description="Comma-separated bearer tokens, each `key`, `key:project` or "
+        "`key:project:admin` (a bare key is project `default`; see Projects). Empty (and no "
+        "key file) disables authentication.",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="File of more API keys, one `key[:project[:admin]]` a line (`#` comments), "
+        "read again when it changes and on SIGHUP.",
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="Where the engine runs; `auto` picks CUDA when a GPU is visible."
@@ -207,6 +215,12 @@ class Settings(BlendServerSettings):
             return [key.strip() for key in value.split(",") if key.strip()]
         return value
 
+    @field_validator("api_keys")
+    @classmethod
+    def _keys_parse(cls, value: list[str]) -> list[str]:
+        parse_entries(value, "RAGBLEND_API_KEYS")
+        return value
+
     @model_validator(mode="after")
     def _redis_tier_has_a_shared_secret(self) -> Settings:
         """Without a shared secret each server signs with its own data dir's, and servers sharing
@@ -227,6 +241,11 @@ class Settings(BlendServerSettings):
         if self.models_dir == Path():
             self.models_dir = self.data_dir / "models"
         return self
+
+    @cached_property
+    def key_callers(self) -> dict[str, Caller]:
+        """Each key of `api_keys` and who it is."""
+        return parse_entries(self.api_keys, "RAGBLEND_API_KEYS")
 
     @cached_property
     def name_for_clients(self) -> str:
