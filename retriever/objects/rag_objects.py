@@ -9,10 +9,12 @@ replicas.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from retriever.db.postgres import PgDatabase, QmarkDatabase
 from retriever.db.sqlite import ObjectDatabase
+from retriever.library.records import DEFAULT_PROJECT
 from retriever.objects.file_store import FileStore
 from retriever.objects.response_store import ResponseStore
 from retriever.objects.vector_store_db import VectorStoreDB
@@ -23,7 +25,10 @@ OBJECTS_WRITE_LOCK = 0x6F626A_65637473
 
 class RagObjects:
     """Opened after the library, on the same database: its SQLite file at `path`, or the shared
-    PostgreSQL database at `database_url` (then every replica serves the same objects)."""
+    PostgreSQL database at `database_url` (then every replica serves the same objects).
+
+    Its stores are one project's (``default`` as opened); `in_project` gives another project's
+    on the same database."""
 
     def __init__(self, path: Path, database_url: str | None = None) -> None:
         self.database: ObjectDatabase | QmarkDatabase = (
@@ -31,9 +36,19 @@ class RagObjects:
             if database_url is None
             else QmarkDatabase(PgDatabase(database_url), OBJECTS_WRITE_LOCK)
         )
-        self.files = FileStore(self.database)
-        self.vector_stores = VectorStoreDB(self.database)
-        self.responses = ResponseStore(self.database)
+        self._bind(DEFAULT_PROJECT)
+
+    def in_project(self, project: str) -> RagObjects:
+        """The objects of `project`, on this database (close only the one opened)."""
+        view = copy.copy(self)
+        view._bind(project)
+        return view
+
+    def _bind(self, project: str) -> None:
+        self.project = project
+        self.files = FileStore(self.database, project)
+        self.vector_stores = VectorStoreDB(self.database, project)
+        self.responses = ResponseStore(self.database, project)
 
     def close(self) -> None:
         self.database.close()
