@@ -14,7 +14,7 @@ from engine.runtime import Engine
 from gateway.http.admission import AdmissionGate
 from gateway.http.errors import APIError
 from gateway.http.limits import CALLER, unauthorized
-from gateway.http.projects import Caller, KeyRing
+from gateway.http.projects import Caller, KeyRing, kv_salt
 from gateway.http.shutdown import Shutdown
 from gateway.settings import Settings
 
@@ -61,6 +61,11 @@ class AppState:
     def neighbour_contexts(self) -> bool:
         """Library chunks' KV is precomputed behind their neighbours."""
         return self.precomputer is not None and self.precomputer.context is not None
+
+    def kv_salt(self, project: str) -> str:
+        """What `project`'s chunk KV keys and prefix-cache entries are salted with: its name, or
+        nothing for a project that shares chunk KV (`shared_kv_projects`)."""
+        return kv_salt(project, self.settings.shared_kv_projects)
 
     def model_names(self) -> set[str]:
         return {self.settings.name_for_clients, self.settings.model}

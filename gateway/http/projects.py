@@ -18,13 +18,13 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from retriever import DEFAULT_PROJECT
 
-DEFAULT_PROJECT = "default"
+log = logging.getLogger(__name__)
 PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 """Project names: 1-64 letters, digits, ``_`` or ``-``, starting with a letter or digit."""
 ADMIN = "admin"
@@ -146,6 +146,13 @@ class KeyRing:
                 f"RAGBLEND_API_KEYS_FILE gives {len(clash)} key(s) of RAGBLEND_API_KEYS another "
                 "project or role"
             )
+
+
+def kv_salt(project: str, shared: Collection[str]) -> str:
+    """The salt of `project`'s chunk KV and prefix-cache entries: its name, so that no project
+    hits, or can time, another's cached text; empty for the projects in `shared`, which hit one
+    another's (and so can tell what the others sent: the timing side channel they accept)."""
+    return "" if project in shared else project
 
 
 def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:

@@ -126,6 +126,7 @@ async def drop_document(state: AppState, project: str, document_id: str) -> None
     assert state.library is not None
     chunks = await asyncio.to_thread(state.library.delete, document_id, project)
     if chunks and state.chunk_cache is not None:
-        await state.chunk_cache.evict([chunk.token_ids for chunk in chunks])
+        salt = state.kv_salt(project)
+        await state.chunk_cache.evict([chunk.token_ids for chunk in chunks], salt)
     if chunks and state.precomputer is not None:
         state.precomputer.notify()  # chunks computed behind the deleted ones

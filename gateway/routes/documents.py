@@ -204,7 +204,8 @@ async def delete_document(
     if chunks is None:
         raise APIError(404, f"No document '{document_id}'.", param="id", code="document_not_found")
     if state.chunk_cache is not None:
-        await state.chunk_cache.evict([chunk.token_ids for chunk in chunks])
+        salt = state.kv_salt(project)
+        await state.chunk_cache.evict([chunk.token_ids for chunk in chunks], salt)
     if state.precomputer is not None:
         state.precomputer.notify()  # chunks computed behind the deleted ones
     return {"id": document_id, "object": "document", "deleted": True}
