@@ -36,6 +36,7 @@ from gateway.routes import (
     files,
     health,
     models,
+    projects,
     responses,
     tokenize,
     vector_store_files,
@@ -87,7 +88,8 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
     install_error_handlers(app)
     openai_routes = (files, vector_stores, vector_store_files, responses)
     vllm_routes = (embeddings, tokenize, version)
-    for module in (completions, chat, documents, *openai_routes, *vllm_routes, models, health):
+    routes = (completions, chat, documents, *openai_routes, *vllm_routes, models, projects, health)
+    for module in routes:
         app.include_router(module.router)
     return app
 

@@ -14,6 +14,7 @@ from engine.runtime import Engine
 from gateway.http.admission import AdmissionGate
 from gateway.http.errors import APIError
 from gateway.http.limits import CALLER, unauthorized
+from gateway.http.project_usage import UsageBook
 from gateway.http.projects import Caller, KeyRing, kv_salt
 from gateway.http.shutdown import Shutdown
 from gateway.settings import Settings
@@ -30,6 +31,8 @@ class AppState:
     gate: AdmissionGate = field(init=False)
     keys: KeyRing = field(init=False)
     """The API keys in force and their projects (the key file's kept current)."""
+    usage: UsageBook = field(default_factory=UsageBook)
+    """Each project's generation requests and tokens since the start."""
     engine: Engine | None = None
     tokenizer: Any = None
     library: Library | None = None

@@ -155,6 +155,7 @@ def start_generation(
         state.gate.leave()
         metrics.IN_FLIGHT.labels(route).dec()
         metrics.GENERATION_TOKENS.labels(route).inc(generation.usage.completion_tokens)
+        state.usage.record(project, generation.usage)
         if generation.time_to_first_token is not None:
             metrics.TIME_TO_FIRST_TOKEN.labels(route).observe(generation.time_to_first_token)
         summary = generation.blend_summary()

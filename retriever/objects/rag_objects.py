@@ -38,6 +38,28 @@ class RagObjects:
         )
         self._bind(DEFAULT_PROJECT)
 
+    def stored_by_project(self) -> dict[str, dict[str, int]]:
+        """What each project stores: documents (and their characters), files (and their bytes),
+        vector stores and responses; projects storing nothing are left out."""
+        counts = (
+            ("documents", "count(*)", "documents"),
+            ("document_chars", "sum(num_chars)", "documents"),
+            ("files", "count(*)", "files"),
+            ("file_bytes", "sum(bytes)", "files"),
+            ("vector_stores", "count(*)", "vector_stores"),
+            ("responses", "count(*)", "responses"),
+        )
+        stored: dict[str, dict[str, int]] = {}
+        with self.database.reading() as connection:
+            for name, total, table in counts:
+                rows = connection.execute(
+                    f"SELECT project, {total} FROM {table} GROUP BY project"
+                ).fetchall()
+                for project, value in rows:
+                    stored.setdefault(project, dict.fromkeys([kind for kind, _, _ in counts], 0))
+                    stored[project][name] = int(value or 0)
+        return stored
+
     def in_project(self, project: str) -> RagObjects:
         """The objects of `project`, on this database (close only the one opened)."""
         view = copy.copy(self)

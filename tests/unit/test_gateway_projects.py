@@ -1,6 +1,7 @@
 """Two projects on one app (a real SQLite library, stand-ins for the engine and the embedder):
 every route tried with the other project's ids answers 404 and changes nothing; lists, searches,
-chat retrieval and ``previous_response_id`` see only the caller's project."""
+chat retrieval and ``previous_response_id`` see only the caller's project; an admin key lists
+every project's usage and what it stores, in ``/v1/projects`` and ``/metrics``."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gateway.openai.protocol import ChatCompletionRequest
+from gateway.rag.generation import Usage
 from gateway.rag.retrieval import request_chunks
 from retriever import STORE_FILE, Library, RagObjects, StoredResponse
 from tests.unit import project_probes
 from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder, ready_app
 
-KEYS = "key-a:alpha,key-b:beta,key-d"
+KEYS = "key-a:alpha,key-b:beta,key-d,key-ops:ops:admin"
 
 
 @pytest.fixture
@@ -66,3 +68,33 @@ def test_chat_retrieval_searches_only_the_callers_project(app):
         assert chunks is not None
         texts = " ".join(state.tokenizer.decode(ids) for ids in chunks.token_ids)
         assert (expected in texts) if expected else chunks.sources == [], project
+
+
+def test_an_admin_key_lists_every_projects_usage_and_storage(app):
+    project_probes.make_objects(as_key(app, "key-a"))
+    state = app.state.ragblend
+    state.usage.record("alpha", Usage(prompt_tokens=100, completion_tokens=7, cached_tokens=60))
+    assert as_key(app, "key-a").get("/v1/projects").status_code == 403
+    reply = as_key(app, "key-ops").get("/v1/projects")
+    assert reply.status_code == 200, reply.text
+    listed = {project["id"]: project for project in reply.json()["data"]}
+    assert sorted(listed) == ["alpha", "beta", "default", "ops"]
+    alpha = listed["alpha"]
+    assert alpha["usage"] == {
+        "requests": 1,
+        "prompt_tokens": 100,
+        "cached_tokens": 60,
+        "completion_tokens": 7,
+    }
+    assert alpha["stored"] | {"file_bytes": 0, "document_chars": 0} == {
+        "documents": 2,
+        "document_chars": 0,
+        "files": 1,
+        "file_bytes": 0,
+        "vector_stores": 1,
+        "responses": 0,
+    }
+    assert alpha["stored"]["file_bytes"] == len(project_probes.SECRET_TEXT)
+    assert listed["beta"]["stored"] == {} and listed["beta"]["usage"]["requests"] == 0
+    metrics = as_key(app, "key-b").get("/metrics").text
+    assert 'ragblend_project_tokens_total{kind="cached",project="alpha"}' in metrics
