@@ -15,7 +15,16 @@ from tests.unit import project_probes
 
 pytestmark = pytest.mark.integration
 
-KEYS = {"alpha": "key-a", "beta": "key-b", "gamma": "key-g", "delta": "key-d"}
+KEYS = {
+    "alpha": "key-a",
+    "beta": "key-b",
+    "gamma": "key-g",
+    "delta": "key-d",
+    "epsilon": "key-e",
+    "zeta": "key-z",
+}
+"""Gamma and delta share chunk KV; epsilon and zeta send one request each, so nothing of
+theirs is cached before it."""
 
 
 @pytest.fixture(scope="module")
@@ -81,16 +90,20 @@ def _blend(server: Server, project: str, documents: list[str]) -> dict[str, Any]
 
 
 def test_a_chunk_one_project_cached_is_a_miss_for_another(projects_server: Server) -> None:
+    """The same prompt from another project misses both caches: the chunk store and vLLM's
+    prefix cache (``cached`` 0). The owner's reordered chunks all hit (reordered, so vLLM's
+    prefix cache cannot serve them instead)."""
     documents = [f"Unit {n}: the pump shows code P-{n}{n} after a cold start." for n in (1, 2)]
     first = _blend(projects_server, "alpha", documents)
     assert first["chunks_missed"] == 2
-    assert _blend(projects_server, "alpha", documents)["chunks_hit"] == 2
-    other = _blend(projects_server, "beta", documents)
+    other = _blend(projects_server, "epsilon", documents)
     assert (other["chunks_hit"], other["chunks_missed"], other["cached"]) == (0, 2, 0)
+    assert _blend(projects_server, "alpha", documents[::-1])["chunks_hit"] == 2
 
 
 def test_projects_that_share_chunk_kv_hit_each_others_chunks(projects_server: Server) -> None:
     documents = [f"Crane {n} lifts {n} tonnes when the wind is calm." for n in (3, 4)]
     assert _blend(projects_server, "gamma", documents)["chunks_missed"] == 2
-    assert _blend(projects_server, "delta", documents)["chunks_hit"] == 2
-    assert _blend(projects_server, "alpha", documents)["chunks_hit"] == 0
+    assert _blend(projects_server, "delta", documents[::-1])["chunks_hit"] == 2
+    salted = _blend(projects_server, "zeta", documents)
+    assert (salted["chunks_hit"], salted["cached"]) == (0, 0)
