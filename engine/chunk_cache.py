@@ -43,7 +43,11 @@ class ChunkCache:
             raise ValueError(f"head_len must be in [0, {len(self.prefix)}], got {head_len}")
 
     async def precompute(
-        self, chunk: list[int], context: list[list[int]] | None = None, replace: bool = False
+        self,
+        chunk: list[int],
+        context: list[list[int]] | None = None,
+        replace: bool = False,
+        salt: str = "",
     ) -> BlendStats | None:
         """Compute and store ``chunk``'s KV; returns the worker's statistics (``chunks_missed``
         1: computed and stored; ``chunks_hit`` 1: an entry was there and is kept).
@@ -51,7 +55,8 @@ class ChunkCache:
         ``context``: token ids of the chunks that should stand before this one, most relevant
         last, each as it stands in a prompt (separator included); None: behind the fixed prefix.
         ``replace``: compute the chunk even if an entry is stored and store it in that entry's
-        place; requests meanwhile keep hitting the old entry.
+        place; requests meanwhile keep hitting the old entry. ``salt``: the chunk's project's
+        (`BlendPlan.kv_salt`), which its entry's key is made with.
         """
         if not self.engine.blending:
             return None
@@ -68,14 +73,16 @@ class ChunkCache:
             (span,),
             store_behind_context=context is not None,
             replace_stored=replace,
+            kv_salt=salt,
         )
         prompt = [*behind, *chunk, self.prefix[-1]]
         return await self._run("precompute", prompt, plan=plan)
 
-    async def evict(self, chunks: list[list[int]]) -> None:
-        """Delete the stored KV of ``chunks`` from every tier."""
+    async def evict(self, chunks: list[list[int]], salt: str = "") -> None:
+        """Delete the KV of ``chunks`` stored with ``salt`` from every tier."""
         if self.engine.blending and chunks:
-            await self._run("evict", [*self.prefix, self.prefix[-1]], eviction_params(chunks))
+            params = eviction_params(chunks, salt)
+            await self._run("evict", [*self.prefix, self.prefix[-1]], params)
 
     async def _run(
         self,

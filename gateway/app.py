@@ -36,6 +36,7 @@ from gateway.routes import (
     files,
     health,
     models,
+    projects,
     responses,
     tokenize,
     vector_store_files,
@@ -57,9 +58,12 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         loading = asyncio.create_task(_load(state, exit_on_load_failure))
+        rereads_keys = _reread_keys_on_sighup(state)
         try:
             yield
         finally:
+            if rereads_keys:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
             if not loading.done():
                 log.warning("shutting down while the model is still loading")
             if state.engine_watch is not None:
@@ -78,15 +82,29 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
 
     app = FastAPI(title="ragblend", version="0.1.0", lifespan=lifespan)
     app.state.ragblend = state
-    app.add_middleware(RequestLimits, settings=settings)
+    app.add_middleware(RequestLimits, settings=settings, keys=state.keys)
     app.add_middleware(ContainUnexpectedErrors)
     app.add_middleware(RequestCounter)
     install_error_handlers(app)
     openai_routes = (files, vector_stores, vector_store_files, responses)
     vllm_routes = (embeddings, tokenize, version)
-    for module in (completions, chat, documents, *openai_routes, *vllm_routes, models, health):
+    routes = (completions, chat, documents, *openai_routes, *vllm_routes, models, projects, health)
+    for module in routes:
         app.include_router(module.router)
     return app
+
+
+def _reread_keys_on_sighup(state: AppState) -> bool:
+    """SIGHUP reads the key file again; whether the handler is installed (only with a key file,
+    and only where signals reach this loop: not in an app run off the main thread)."""
+    if state.settings.api_keys_file is None:
+        return False
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, state.keys.reload)
+    except (RuntimeError, ValueError):
+        log.warning("SIGHUP will not reload the API keys here; they reload when the file changes")
+        return False
+    return True
 
 
 def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
@@ -190,7 +208,9 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
             context = None
             if neighbours is not None:
                 context = NeighbourContext(state.library, tokenizer, neighbours.count)
-            state.precomputer = Precomputer(state.library, state.chunk_cache, context)
+            state.precomputer = Precomputer(
+                state.library, state.chunk_cache, context, state.kv_salt
+            )
             state.precomputer.start()
             state.kv_status = KVStatusFollower(state.library.store)
             state.kv_status.start()

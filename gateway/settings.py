@@ -12,6 +12,8 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 
 from engine.contract import shared_secret
 from gateway.blend_settings import BlendServerSettings
+from gateway.http.projects import PROJECT_NAME, Caller, parse_entries
+from retriever import DEFAULT_PROJECT
 
 
 class Settings(BlendServerSettings):
@@ -35,7 +37,21 @@ class Settings(BlendServerSettings):
     )
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Comma-separated bearer tokens; empty disables authentication.",
+        description="Comma-separated bearer tokens, each `key`, `key:project` or "
+        "`key:project:admin` (a bare key is project `default`; see Projects). Empty (and no "
+        "key file) disables authentication.",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="File of more API keys, one `key[:project[:admin]]` a line (`#` comments), "
+        "read again when it changes and on SIGHUP.",
+    )
+    shared_kv_projects: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: [DEFAULT_PROJECT],
+        description="Comma-separated projects that share chunk KV and vLLM's prefix cache with "
+        "each other; every other project's cached KV is keyed with its name, so another project "
+        "neither hits nor can time it. Sharing lets a project tell by speed whether another "
+        "sent a text (see Projects).",
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="Where the engine runs; `auto` picks CUDA when a GPU is visible."
@@ -200,11 +216,25 @@ class Settings(BlendServerSettings):
             raise ValueError(f"must be 'auto' or one of vLLM's tool parsers: {', '.join(known)}")
         return value
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "shared_kv_projects", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
         if isinstance(value, str):
             return [key.strip() for key in value.split(",") if key.strip()]
+        return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _keys_parse(cls, value: list[str]) -> list[str]:
+        parse_entries(value, "RAGBLEND_API_KEYS")
+        return value
+
+    @field_validator("shared_kv_projects")
+    @classmethod
+    def _projects_named(cls, value: list[str]) -> list[str]:
+        for project in value:
+            if not PROJECT_NAME.fullmatch(project):
+                raise ValueError(f"{project!r} is not a project name ({PROJECT_NAME.pattern})")
         return value
 
     @model_validator(mode="after")
@@ -227,6 +257,11 @@ class Settings(BlendServerSettings):
         if self.models_dir == Path():
             self.models_dir = self.data_dir / "models"
         return self
+
+    @cached_property
+    def key_callers(self) -> dict[str, Caller]:
+        """Each key of `api_keys` and who it is."""
+        return parse_entries(self.api_keys, "RAGBLEND_API_KEYS")
 
     @cached_property
     def name_for_clients(self) -> str:

@@ -13,7 +13,9 @@ from engine.chunk_cache import ChunkCache
 from engine.runtime import Engine
 from gateway.http.admission import AdmissionGate
 from gateway.http.errors import APIError
-from gateway.http.limits import bearer_key_valid, unauthorized
+from gateway.http.limits import CALLER, unauthorized
+from gateway.http.project_usage import UsageBook
+from gateway.http.projects import Caller, KeyRing, kv_salt
 from gateway.http.shutdown import Shutdown
 from gateway.settings import Settings
 
@@ -27,6 +29,10 @@ if TYPE_CHECKING:
 class AppState:
     settings: Settings
     gate: AdmissionGate = field(init=False)
+    keys: KeyRing = field(init=False)
+    """The API keys in force and their projects (the key file's kept current)."""
+    usage: UsageBook = field(default_factory=UsageBook)
+    """Each project's generation requests and tokens since the start."""
     engine: Engine | None = None
     tokenizer: Any = None
     library: Library | None = None
@@ -47,6 +53,7 @@ class AppState:
 
     def __post_init__(self) -> None:
         self.gate = AdmissionGate(self.settings.max_concurrent_requests)
+        self.keys = KeyRing(self.settings.key_callers, self.settings.api_keys_file)
         self.shutdown = Shutdown(self.settings.shutdown_timeout)
 
     @property
@@ -58,6 +65,11 @@ class AppState:
         """Library chunks' KV is precomputed behind their neighbours."""
         return self.precomputer is not None and self.precomputer.context is not None
 
+    def kv_salt(self, project: str) -> str:
+        """What `project`'s chunk KV keys and prefix-cache entries are salted with: its name, or
+        nothing for a project that shares chunk KV (`shared_kv_projects`)."""
+        return kv_salt(project, self.settings.shared_kv_projects)
+
     def model_names(self) -> set[str]:
         return {self.settings.name_for_clients, self.settings.model}
 
@@ -66,10 +78,18 @@ def app_state(request: Request) -> AppState:
     return request.app.state.ragblend
 
 
-def authorized(request: Request) -> None:
-    """The routes' own guard; ``RequestLimits`` already refused keyless requests before the body."""
-    if not bearer_key_valid(request.headers.raw, app_state(request).settings.api_keys):
+def authorized(request: Request) -> Caller:
+    """Who the request is: the routes' own guard, resolved once a request (FastAPI caches it).
+    ``RequestLimits`` already refused keyless requests before the body and left the caller."""
+    caller = request.scope.get(CALLER) or app_state(request).keys.caller(request.headers.raw)
+    if caller is None:
         raise unauthorized()
+    return caller
+
+
+def request_project(caller: Annotated[Caller, Depends(authorized)]) -> str:
+    """The project whose objects the request may see and change."""
+    return caller.project
 
 
 def ready_state(request: Request) -> AppState:
@@ -102,5 +122,6 @@ def library_state(request: Request) -> AppState:
 
 
 CurrentState = Annotated[AppState, Depends(app_state)]
+Project = Annotated[str, Depends(request_project)]
 ReadyState = Annotated[AppState, Depends(ready_state)]
 LibraryState = Annotated[AppState, Depends(library_state)]

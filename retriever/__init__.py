@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from retriever.library.drafts import DocumentConflict
     from retriever.library.facade import STORE_FILE, Library
     from retriever.library.interfaces import LibraryStore, LibraryUnavailable, OutageLog
-    from retriever.library.records import DOCUMENT_STATUSES, ChunkRow
+    from retriever.library.records import DEFAULT_PROJECT, DOCUMENT_STATUSES, ChunkRow
     from retriever.objects.cursor_pages import PageRequest, UnknownCursor
     from retriever.objects.file_store import FileRecord, new_file_id
     from retriever.objects.rag_objects import RagObjects
@@ -49,7 +49,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "retriever.library.drafts": ("DocumentConflict",),
     "retriever.library.facade": ("STORE_FILE", "Library"),
     "retriever.library.interfaces": ("LibraryStore", "LibraryUnavailable", "OutageLog"),
-    "retriever.library.records": ("DOCUMENT_STATUSES", "ChunkRow"),
+    "retriever.library.records": ("DEFAULT_PROJECT", "DOCUMENT_STATUSES", "ChunkRow"),
     "retriever.objects.cursor_pages": ("PageRequest", "UnknownCursor"),
     "retriever.objects.file_store": ("FileRecord", "new_file_id"),
     "retriever.objects.rag_objects": ("RagObjects",),
@@ -70,6 +70,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
+    "DEFAULT_PROJECT",
     "DOCUMENT_STATUSES",
     "STORE_FILE",
     "Attachment",

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorMetadata
 
-from engine.contract import QUESTION_METRICS, BlendPlan, Recipe
+from engine.contract import QUESTION_METRICS, BlendPlan, Eviction, Recipe
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,5 @@ class BlendJob:
 @dataclass
 class BlendConnectorMetadata(KVConnectorMetadata):
     jobs: list[BlendJob] = field(default_factory=list)
-    evictions: list[list[int]] = field(default_factory=list)
-    """Token ids of chunks whose stored KV must be deleted (documents removed)."""
-
+    evictions: list[Eviction] = field(default_factory=list)
+    """Chunks (salt and token ids) whose stored KV must be deleted (documents removed)."""

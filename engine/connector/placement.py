@@ -89,7 +89,7 @@ class ChunkPlacer:
         streams: list[Any] = []
         for span in spans:
             chunk_tokens = job.token_ids[span.start : span.end]
-            key = ChunkKey.for_chunk(fingerprint, chunk_tokens)
+            key = ChunkKey.for_chunk(fingerprint, chunk_tokens, job.plan.kv_salt)
             placement.keys.append(key)
             loads = reusable and key not in unreadable and not job.plan.replace_stored
             streams.append(self._open(key, chunk_tokens) if loads else None)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from engine.connector.metadata import BlendConnectorMetadata, BlendJob
-from engine.contract import BlendPlan, evictions_in
+from engine.contract import BlendPlan, Eviction, evictions_in
 
 if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
@@ -24,7 +24,7 @@ class BlendScheduler:
         self._claims: dict[str, BlendJob] = {}
         """Claimed requests, as jobs still without their blocks."""
         self._ready: set[str] = set()
-        self._evictions: list[list[int]] = []
+        self._evictions: list[Eviction] = []
 
     def note_new_request(self, request: Request) -> None:
         try:

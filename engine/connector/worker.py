@@ -26,7 +26,7 @@ from engine.connector.paged_attention import CpuPagedAttention
 from engine.connector.placement import Capture, ChunkPlacer, Placement
 from engine.connector.ranks import RankGroup
 from engine.connector.stats import StatsOutbox
-from engine.contract import BlendSettings, BlendStats, Recipe
+from engine.contract import BlendSettings, BlendStats, Eviction, Recipe
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey, model_fingerprint
 from engine.kvstore.layer_format import LayerFormat
@@ -83,9 +83,9 @@ class BlendWorker:
             self._expectation,
         )
 
-    def evict(self, chunks: list[list[int]]) -> None:
-        for token_ids in chunks:
-            self.store.delete(ChunkKey.for_chunk(self.fingerprint, token_ids))
+    def evict(self, evictions: list[Eviction]) -> None:
+        for salt, token_ids in evictions:
+            self.store.delete(ChunkKey.for_chunk(self.fingerprint, token_ids, salt))
 
     def run(self, jobs: list[BlendJob]) -> None:
         """Fill every job's claimed slots; raises only if even an exact computation fails."""

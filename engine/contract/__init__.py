@@ -8,7 +8,7 @@ the benchmarks import this module; the connector decodes what it receives with t
 functions that encoded it. Nothing here imports vLLM or torch.
 """
 
-from engine.contract.plan import BlendPlan, ChunkSpan, eviction_params, evictions_in
+from engine.contract.plan import BlendPlan, ChunkSpan, Eviction, eviction_params, evictions_in
 from engine.contract.recipe import Recipe
 from engine.contract.settings import BlendSettings, shared_secret
 from engine.contract.stats import BlendStats
@@ -52,6 +52,7 @@ __all__ = [
     "BlendStats",
     "CheckLayers",
     "ChunkSpan",
+    "Eviction",
     "Metric",
     "Mode",
     "Recipe",

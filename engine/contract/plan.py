@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.contract.recipe import Recipe
-from engine.contract.types import EVICT_KEY, PLAN_KEY
+from engine.contract.types import EVICT_KEY, EVICT_SALT_KEY, PLAN_KEY
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,9 @@ class BlendPlan:
     stats_id: str = ""
     """The id the front end knows the request by; the worker reports the request's statistics
     to it under this id (``Engine.generate`` sets it). Empty: they are not reported."""
+    kv_salt: str = ""
+    """Mixed into every chunk's store key and into vLLM's prefix-cache salt: the project's, so
+    no project hits (or times) another's cached KV. Empty for projects that share chunk KV."""
 
     def __post_init__(self) -> None:
         previous_end = 0
@@ -45,8 +48,12 @@ class BlendPlan:
 
     @property
     def cache_salt(self) -> str | None:
-        """Blended KV is approximate: vLLM's prefix cache shares it only with the same recipe."""
-        return None if self.recipe.mode == "full" else self.recipe.salt()
+        """Blended KV is approximate: vLLM's prefix cache shares it only with the same recipe,
+        and of the same project (`kv_salt`)."""
+        parts = [self.kv_salt] if self.kv_salt else []
+        if self.recipe.mode != "full":
+            parts.append(self.recipe.salt())
+        return "/".join(parts) or None
 
     def claim_end(self, num_prompt_tokens: int) -> int:
         """Prompt tokens the connector computes; vLLM computes the rest, at least the last one.
@@ -73,6 +80,8 @@ class BlendPlan:
             body["replace_stored"] = True
         if self.stats_id:
             body["stats_id"] = self.stats_id
+        if self.kv_salt:
+            body["kv_salt"] = self.kv_salt
         return {PLAN_KEY: body}
 
     @classmethod
@@ -88,15 +97,21 @@ class BlendPlan:
                 bool(body.get("store_behind_context", False)),
                 bool(body.get("replace_stored", False)),
                 str(body.get("stats_id", "")),
+                str(body.get("kv_salt", "")),
             )
         except (AttributeError, KeyError, TypeError) as exc:
             raise ValueError(f"malformed blend plan: {exc!r}") from exc
 
 
-def eviction_params(chunks: list[list[int]]) -> dict[str, Any]:
-    """``kv_transfer_params`` asking the worker to delete these chunks' stored KV."""
-    return {EVICT_KEY: [list(chunk) for chunk in chunks]}
+Eviction = tuple[str, list[int]]
+"""A chunk whose stored KV is to go: the salt it was stored with (`BlendPlan.kv_salt`), its ids."""
 
 
-def evictions_in(params: dict[str, Any] | None) -> list[list[int]]:
-    return [[int(token) for token in chunk] for chunk in (params or {}).get(EVICT_KEY, [])]
+def eviction_params(chunks: list[list[int]], salt: str = "") -> dict[str, Any]:
+    """``kv_transfer_params`` asking the worker to delete these chunks' KV stored with `salt`."""
+    return {EVICT_KEY: [list(chunk) for chunk in chunks], EVICT_SALT_KEY: salt}
+
+
+def evictions_in(params: dict[str, Any] | None) -> list[Eviction]:
+    salt = str((params or {}).get(EVICT_SALT_KEY, ""))
+    return [(salt, [int(token) for token in chunk]) for chunk in (params or {}).get(EVICT_KEY, [])]

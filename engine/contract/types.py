@@ -34,6 +34,7 @@ total score, at most the schedule's count; 1.0 always keeps the schedule's count
 
 PLAN_KEY = "ragblend"
 EVICT_KEY = "ragblend_evict"
+EVICT_SALT_KEY = "ragblend_evict_salt"
 
 
 def parse_check_layer_pairs(pairs: Any) -> CheckLayers:

@@ -22,6 +22,9 @@ _KEY_HEX_CHARS = 64
 _KEY_PATTERN = re.compile(rf"[0-9a-f]{{{_KEY_HEX_CHARS}}}")
 _CHUNK_PERSON = b"ragblend.chunk"
 _MODEL_PERSON = b"ragblend.model"
+_SALTED = b"\xffsalt"
+"""Precedes a salt. With the salt's length after it, its first 8 bytes read as a token id exceed
+2**40, which no vocabulary reaches: a salted input never equals an unsalted one."""
 _DTYPE_ALIASES = {
     "bf16": "bfloat16",
     "fp16": "float16",
@@ -94,14 +97,22 @@ class ChunkKey(str):
         return super().__new__(cls, text)
 
     @classmethod
-    def for_chunk(cls, model_fp: str, token_ids: Sequence[int]) -> ChunkKey:
-        """The key of `token_ids` cached by the model with fingerprint `model_fp`."""
+    def for_chunk(cls, model_fp: str, token_ids: Sequence[int], salt: str = "") -> ChunkKey:
+        """The key of `token_ids` cached by the model with fingerprint `model_fp`.
+
+        A non-empty `salt` (a project's, `gateway.http.projects`) gives the same tokens another
+        key, so one project's entries are never another's hits; the empty salt keeps the key
+        chunks always had."""
         if not model_fp:
             raise ValueError("model_fp must not be empty")
         digest = hashlib.blake2b(digest_size=_KEY_HEX_CHARS // 2, person=_CHUNK_PERSON)
         fp_bytes = model_fp.encode()
         digest.update(struct.pack("<Q", len(fp_bytes)))
         digest.update(fp_bytes)
+        if salt:
+            salt_bytes = salt.encode()
+            digest.update(_SALTED + struct.pack("<Q", len(salt_bytes)))
+            digest.update(salt_bytes)
         digest.update(token_ids_bytes(token_ids))
         return cls(digest.hexdigest())
 

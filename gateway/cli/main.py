@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.cli import client_commands
 
     url = args.url or f"http://{settings.host}:{settings.port}"
-    api_key = args.api_key or next(iter(settings.api_keys), None)
+    api_key = args.api_key or next(iter(settings.key_callers), None)
     if args.command == "selfcheck":
         from gateway.cli import selfcheck
 
@@ -96,7 +96,11 @@ def _serve(settings: Settings) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     with lock:
-        app = create_app(settings, exit_on_load_failure=True)
+        try:
+            app = create_app(settings, exit_on_load_failure=True)
+        except (OSError, ValueError) as exc:  # the API key file is unreadable or malformed
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         config = uvicorn.Config(
             app,
             host=settings.host,

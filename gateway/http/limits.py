@@ -1,21 +1,22 @@
 """Limits before work: the API key and the body size are checked before any body byte is read.
 
 ``RequestLimits`` is a pure ASGI middleware. A request without a valid key is answered 401 from
-its headers alone, so an unauthenticated client cannot make the server read, buffer or parse
-anything. The body limit is decided from ``Content-Length`` up front (413), and while reading by
-counting the bytes handed to the app, which never receives more than the limit. Bytes a client
+its headers alone (a valid key's caller is left in the scope for the routes), so an
+unauthenticated client cannot make the server read, buffer or parse anything. The body limit
+is decided from ``Content-Length`` up front (413), and while reading by counting the bytes
+handed to the app, which never receives more than the limit. Bytes a client
 sends after its answer are discarded by the HTTP server, so memory stays bounded either way.
 """
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.http.errors import APIError, error_response
+from gateway.http.projects import Caller, KeyRing
 from gateway.settings import Settings
 
 OPEN_PATHS = frozenset({"/health", "/metrics"})
@@ -26,21 +27,8 @@ DOCUMENT_PATHS = ("/v1/documents", "/v1/files")
 ``max_ingest_request_bytes`` instead, which the routes also enforce per upload while they stream."""
 
 UNAUTHORIZED = "Missing or invalid API key: send 'Authorization: Bearer <key>'."
-
-
-def bearer_key_valid(headers: Iterable[tuple[bytes, bytes]], keys: Sequence[str]) -> bool:
-    """Whether the ASGI ``headers`` carry ``Authorization: Bearer <one of keys>``.
-
-    Compared as bytes in constant time, so any header value (non-ASCII included) is just wrong.
-    """
-    if not keys:
-        return True
-    value = next((value for name, value in headers if name.lower() == b"authorization"), b"")
-    scheme, _, token = value.partition(b" ")
-    if scheme.lower() != b"bearer":
-        return False
-    token = token.strip()
-    return any(hmac.compare_digest(token, key.encode("utf-8")) for key in keys)
+CALLER = "ragblend.caller"
+"""Where ``RequestLimits`` leaves the request's `Caller` in the ASGI scope, for the routes."""
 
 
 def unauthorized() -> APIError:
@@ -73,18 +61,21 @@ def _declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
 class RequestLimits:
     """Refuse unauthenticated and oversized requests before the app reads their bodies."""
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, keys: KeyRing) -> None:
         self.app = app
         self.settings = settings
+        self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         headers = scope["headers"]
-        if not bearer_key_valid(headers, self.settings.api_keys):
+        caller: Caller | None = self.keys.caller(headers)
+        if caller is None:
             await error_response(unauthorized())(scope, receive, send)
             return
+        scope[CALLER] = caller
         limit = body_limit(scope["path"], self.settings)
         try:
             declared = _declared_length(headers)

@@ -73,6 +73,7 @@ KNOWN_ROUTES = frozenset(
         "/v1/vector_stores",
         "/v1/responses",
         "/v1/embeddings",
+        "/v1/projects",
         "/tokenize",
         "/detokenize",
         "/version",

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from fastapi import Request
@@ -25,7 +25,7 @@ from gateway.openai.protocol import SamplingFields
 from gateway.openai.sampling import default_max_tokens, sampling_params
 from gateway.rag.generation import ChoiceDelta, Generation, TokenLogprob, Usage
 from gateway.rag.prompts import completion_budget
-from gateway.state import AppState
+from gateway.state import AppState, authorized
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +140,11 @@ def start_generation(
     params = sampling_params(
         fields, budget, prepared.logprobs, engine, prepared.structured_outputs
     )
+    project = authorized(request).project
+    salt = state.kv_salt(project)
+    plan = None if prepared.plan is None else replace(prepared.plan, kv_salt=salt)
     generation = Generation(
-        engine, prepared.prompts, params, prepared.plan, started=prepared.arrived
+        engine, prepared.prompts, params, plan, kv_salt=salt, started=prepared.arrived
     )
     route = metrics.route_label(request.url.path)
     state.gate.enter()
@@ -152,6 +155,7 @@ def start_generation(
         state.gate.leave()
         metrics.IN_FLIGHT.labels(route).dec()
         metrics.GENERATION_TOKENS.labels(route).inc(generation.usage.completion_tokens)
+        state.usage.record(project, generation.usage)
         if generation.time_to_first_token is not None:
             metrics.TIME_TO_FIRST_TOKEN.labels(route).observe(generation.time_to_first_token)
         summary = generation.blend_summary()

@@ -1,4 +1,5 @@
-"""The request dependency of the OpenAI retrieval routes: a ready library and its objects."""
+"""The request dependencies of the OpenAI retrieval routes: a ready library, and the objects of
+the caller's project."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Body, Depends, Request
 
 from gateway.http.errors import APIError
-from gateway.state import AppState, library_state
+from gateway.state import AppState, Project, library_state
 from retriever import RagObjects
 
 
@@ -18,11 +19,20 @@ def rag_state(request: Request) -> AppState:
     return state
 
 
-def objects_of(state: AppState) -> RagObjects:
-    assert state.rag_objects is not None
-    return state.rag_objects
-
-
 RagState = Annotated[AppState, Depends(rag_state)]
+
+
+def objects_of(state: AppState, project: str) -> RagObjects:
+    """`project`'s files, vector stores and stored responses."""
+    assert state.rag_objects is not None
+    return state.rag_objects.in_project(project)
+
+
+def project_objects(state: RagState, project: Project) -> RagObjects:
+    """The caller's project's objects: another project's ids are unknown through them."""
+    return objects_of(state, project)
+
+
+ProjectObjects = Annotated[RagObjects, Depends(project_objects)]
 JSONBody = Annotated[Any, Body()]
 """A JSON request body, validated by the route against the ``openai`` parameter type."""

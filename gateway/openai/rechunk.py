@@ -19,9 +19,8 @@ from gateway.http.errors import APIError
 from gateway.http.multipart import UploadedFile
 from gateway.http.upload_text import upload_text
 from gateway.openai.chunking_strategy import requested_chunking, strategy_object
-from gateway.openai.deps import objects_of
 from gateway.state import AppState
-from retriever import Chunking, FileRecord, NewDocument, UnknownFiles
+from retriever import Chunking, FileRecord, NewDocument, RagObjects, UnknownFiles
 
 
 @dataclass(frozen=True)
@@ -49,22 +48,28 @@ def requests_for(file_ids: Sequence[str], chunking: Chunking | None) -> list[Chu
 
 
 async def chunk_files(
-    state: AppState, vector_store_id: str | None, requests: Sequence[ChunkingRequest]
+    state: AppState,
+    objects: RagObjects,
+    vector_store_id: str | None,
+    requests: Sequence[ChunkingRequest],
 ) -> None:
     """Re-chunk the files whose chunking differs from the one asked for; ``vector_store_id`` is
     the store they are being attached to (None: one being created). An unknown file raises
     `UnknownFiles`, a file of another store that would change a 400, before any work."""
-    moves = await asyncio.to_thread(_planned_moves, state, vector_store_id, requests)
+    moves = await asyncio.to_thread(_planned_moves, state, objects, vector_store_id, requests)
     for record, chunking in moves:
-        await _move(state, record, chunking)
+        await _move(state, objects, record, chunking)
     if moves and state.precomputer is not None:
         state.precomputer.notify()
 
 
 def _planned_moves(
-    state: AppState, vector_store_id: str | None, requests: Sequence[ChunkingRequest]
+    state: AppState,
+    objects: RagObjects,
+    vector_store_id: str | None,
+    requests: Sequence[ChunkingRequest],
 ) -> list[tuple[FileRecord, Chunking]]:
-    library, files = state.library, objects_of(state).files
+    library, files = state.library, objects.files
     assert library is not None
     records = {request.file_id: files.get(request.file_id) for request in requests}
     unknown = [file_id for file_id, record in records.items() if record is None]
@@ -81,7 +86,7 @@ def _planned_moves(
                 f"File '{request.file_id}' is asked for twice, chunked two ways.",
                 param=request.param,
             )
-        document = library.get(record.document_id)
+        document = library.get(record.document_id, objects.project)
         if document is None or library.chunking_of(document.content_hash) == request.chunking:
             continue
         others = [s for s in files.vector_stores_of(record.id) if s != vector_store_id]
@@ -98,8 +103,10 @@ def _planned_moves(
     return moves
 
 
-async def _move(state: AppState, record: FileRecord, chunking: Chunking) -> None:
-    library, files = state.library, objects_of(state).files
+async def _move(
+    state: AppState, objects: RagObjects, record: FileRecord, chunking: Chunking
+) -> None:
+    library, files = state.library, objects.files
     assert library is not None
     content = await asyncio.to_thread(files.content, record.id)
     if content is None:
@@ -107,18 +114,19 @@ async def _move(state: AppState, record: FileRecord, chunking: Chunking) -> None
     text = await upload_text(UploadedFile(record.filename, None, content), state.settings)
     metadata = {"filename": record.filename, "file_id": record.id}
     document = NewDocument(None, text, metadata, chunking)
-    ingested = (await asyncio.to_thread(library.ingest, [document]))[0]
+    ingested = (await asyncio.to_thread(library.ingest, [document], objects.project))[0]
     left = await asyncio.to_thread(files.move_to_document, record.id, ingested.id, ingested.created)
     if left is not None:
-        await drop_document(state, left)
+        await drop_document(state, objects.project, left)
 
 
-async def drop_document(state: AppState, document_id: str) -> None:
-    """Delete a document no file uses any more, its chunk KV, and requeue the chunks computed
-    behind its chunks."""
+async def drop_document(state: AppState, project: str, document_id: str) -> None:
+    """Delete a document of `project` no file uses any more, its chunk KV, and requeue the
+    chunks computed behind its chunks."""
     assert state.library is not None
-    chunks = await asyncio.to_thread(state.library.delete, document_id)
+    chunks = await asyncio.to_thread(state.library.delete, document_id, project)
     if chunks and state.chunk_cache is not None:
-        await state.chunk_cache.evict([chunk.token_ids for chunk in chunks])
+        salt = state.kv_salt(project)
+        await state.chunk_cache.evict([chunk.token_ids for chunk in chunks], salt)
     if chunks and state.precomputer is not None:
         state.precomputer.notify()  # chunks computed behind the deleted ones

@@ -52,7 +52,8 @@ def check_stores(objects: RagObjects, store_ids: Sequence[str], param: str) -> N
 
 
 def search_stores(objects: RagObjects, library: Library, search: StoreSearch) -> list[FoundChunk]:
-    """The best chunks of the stores' files that pass the filter, best first."""
+    """The best chunks of the stores' files that pass the filter, best first; the stores, files
+    and chunks are all `objects`' project's."""
     check_stores(objects, search.store_ids, "vector_store_ids")
     objects.vector_stores.touch(search.store_ids)
     by_document: dict[str, StoreFileRecord] = {}
@@ -69,6 +70,7 @@ def search_stores(objects: RagObjects, library: Library, search: StoreSearch) ->
             search.score_threshold,
             sorted(by_document),
             search.ranking,
+            objects.project,
         )
         for hit in hits:
             if hit.chunk_id not in best or best[hit.chunk_id].score < hit.score:

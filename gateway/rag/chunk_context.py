@@ -24,11 +24,12 @@ class NeighbourContext:
         self.neighbours = neighbours
         self.separator = chunk_separator(tokenizer)
 
-    def of(self, chunk: ChunkRow) -> list[list[int]] | None:
-        """Its nearest chunks' token ids, most similar last; None when it has no neighbour yet
-        (alone in the library, or not yet in this replica's index): the fixed prefix alone."""
+    def of(self, chunk: ChunkRow, project: str) -> list[list[int]] | None:
+        """Its nearest chunks' token ids, most similar last, only of its own `project` (no KV
+        carries another project's text); None when it has no neighbour yet (alone in the
+        library, or not yet in this replica's index): the fixed prefix alone."""
         nearest = nearest_chunks(self.library.index, chunk.id, self.neighbours)
         if not nearest:
             return None
-        rows = self.library.store.chunks_for(context_order(nearest))
+        rows = self.library.store.chunks_for(context_order(nearest), project)
         return [row.token_ids + self.separator for row in rows] or None

@@ -60,6 +60,9 @@ class Generation:
     prompts: Sequence[list[int]]
     params: SamplingParams
     plan: BlendPlan | None = None
+    kv_salt: str = ""
+    """The project's salt of vLLM's prefix cache for prompts without a plan (a plan carries
+    its own, `BlendPlan.kv_salt`); empty: shared."""
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
@@ -93,6 +96,7 @@ class Generation:
                 self.params,
                 self.plan,
                 on_stats=partial(self._stats.__setitem__, position),
+                cache_salt=(self.kv_salt or None) if self.plan is None else None,
             )
             for position, ids in enumerate(self.prompts)
         ]

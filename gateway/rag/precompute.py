@@ -17,12 +17,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from engine.chunk_cache import ChunkCache
 from engine.contract import BlendStats
 from gateway.http.metrics import CHUNK_CONTEXT_REFRESHES, PRECOMPUTED_CHUNKS
 from gateway.rag.chunk_context import NeighbourContext
-from retriever import ChunkRow, Library, LibraryStore, LibraryUnavailable, OutageLog
+from retriever import (
+    DEFAULT_PROJECT,
+    ChunkRow,
+    Library,
+    LibraryStore,
+    LibraryUnavailable,
+    OutageLog,
+)
 
 log = logging.getLogger(__name__)
 BATCH = 1
@@ -38,12 +46,16 @@ class Precomputer:
         self,
         library: Library,
         chunk_cache: ChunkCache,
-        context: NeighbourContext | None = None,
+        context: NeighbourContext | None,
+        kv_salt: Callable[[str], str],
     ) -> None:
         self.library = library
         self.chunk_cache = chunk_cache
         self.context = context
         """None: every chunk behind the fixed prefix alone."""
+        self.kv_salt = kv_salt
+        """A project's chunk-KV salt (`AppState.kv_salt`): a chunk is stored as its project's
+        requests look it up."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._outage = OutageLog(log, "chunk precompute")
@@ -80,55 +92,68 @@ class Precomputer:
                 self.notify()
 
     async def _precompute(self, store: LibraryStore, row: ChunkRow) -> None:
+        project = await asyncio.to_thread(_project_of, store, row)
         if row.kv_cached:
-            await self._refresh(store, row)
+            await self._refresh(store, row, project)
             return
-        context = await self._context(row)
+        context = await self._context(row, project)
         try:
-            stats = await self.chunk_cache.precompute(row.token_ids, context)
+            salt = self.kv_salt(project)
+            stats = await self.chunk_cache.precompute(row.token_ids, context, salt=salt)
         except Exception:
             log.exception("precomputing chunk %s of %s failed", row.chunk_index, row.document_id)
             await asyncio.to_thread(store.set_status, row.document_id, "failed")
             await asyncio.to_thread(store.mark_chunk_cached, row.id, None)  # no retry forever
             return
-        await self._record(store, row, _stored_key(stats))
+        await self._record(store, row, project, _stored_key(stats))
 
-    async def _refresh(self, store: LibraryStore, row: ChunkRow) -> None:
+    async def _refresh(self, store: LibraryStore, row: ChunkRow, project: str) -> None:
         """A stale chunk: computed again behind its neighbours now, replacing its entry, which
         serves requests until then. When no new entry is stored the chunk is precomputed
         plainly: kept if its old entry is there, else stored behind the fixed prefix. Should
         that fail too, its record stays as it is (logged)."""
-        context = await self._context(row)
-        key = await self._stored_or_none(row, context, replace=True)
+        context = await self._context(row, project)
+        key = await self._stored_or_none(row, project, context, replace=True)
         CHUNK_CONTEXT_REFRESHES.labels("failed" if key is None else "replaced").inc()
         if key is None:
-            key = await self._stored_or_none(row, None, replace=False)
+            key = await self._stored_or_none(row, project, None, replace=False)
         if key is None:
             await asyncio.to_thread(store.cancel_requeue, row.id)
             return
-        await self._record(store, row, key)
+        await self._record(store, row, project, key)
 
-    async def _context(self, row: ChunkRow) -> list[list[int]] | None:
+    async def _context(self, row: ChunkRow, project: str) -> list[list[int]] | None:
         """What the chunk is computed behind; a database outage is raised, to retry it later."""
         if self.context is None:
             return None
-        return await asyncio.to_thread(self.context.of, row)
+        return await asyncio.to_thread(self.context.of, row, project)
 
     async def _stored_or_none(
-        self, row: ChunkRow, context: list[list[int]] | None, replace: bool
+        self, row: ChunkRow, project: str, context: list[list[int]] | None, replace: bool
     ) -> str | None:
         """The key the chunk is stored under after this precompute, or None (failure logged)."""
         try:
-            stats = await self.chunk_cache.precompute(row.token_ids, context, replace=replace)
+            salt = self.kv_salt(project)
+            stats = await self.chunk_cache.precompute(
+                row.token_ids, context, replace=replace, salt=salt
+            )
         except Exception:
             log.exception("refreshing chunk %s of %s failed", row.chunk_index, row.document_id)
             return None
         return _stored_key(stats)
 
-    async def _record(self, store: LibraryStore, row: ChunkRow, key: str | None) -> None:
+    async def _record(
+        self, store: LibraryStore, row: ChunkRow, project: str, key: str | None
+    ) -> None:
         if not await asyncio.to_thread(store.mark_chunk_cached, row.id, key):
             # The document was deleted meanwhile: drop what was just stored for it.
-            await self.chunk_cache.evict([row.token_ids])
+            await self.chunk_cache.evict([row.token_ids], self.kv_salt(project))
+
+
+def _project_of(store: LibraryStore, row: ChunkRow) -> str:
+    """The project of the chunk's document (``default`` once it is deleted: nothing is kept)."""
+    document = store.get_document(row.document_id)
+    return DEFAULT_PROJECT if document is None else document.project
 
 
 def _stored_key(stats: BlendStats | None) -> str | None:

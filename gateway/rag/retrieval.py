@@ -12,8 +12,11 @@ from gateway.rag.chunked_prompt import Chunks, document_chunks, stored_chunks
 from gateway.state import AppState
 
 
-async def request_chunks(fields: SamplingFields, query: str, state: AppState) -> Chunks | None:
-    """The chunks to place before the question, or None for a plain request."""
+async def request_chunks(
+    fields: SamplingFields, query: str, state: AppState, project: str
+) -> Chunks | None:
+    """The chunks to place before the question, or None for a plain request; retrieval
+    searches only `project`'s documents."""
     documents = fields.document_texts
     if documents is not None:
         return document_chunks(documents, state.tokenizer)
@@ -32,6 +35,7 @@ async def request_chunks(fields: SamplingFields, query: str, state: AppState) ->
             options.threshold,
             options.document_ids,
             ranking_for(options.ranking_options, state.settings),
+            project,
         )
     except ValueError as exc:
         raise APIError(400, f"Retrieval needs a question: {exc}.", param="retrieval") from exc

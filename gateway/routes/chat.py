@@ -22,14 +22,14 @@ from gateway.rag.chunked_prompt import chat_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.prompts import chat_prompt
 from gateway.rag.retrieval import request_chunks
-from gateway.state import CurrentState, authorized, check_model, ready_state
+from gateway.state import CurrentState, Project, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
 
 @router.post("/v1/chat/completions", response_model=None)
 async def create_chat_completion(
-    body: ChatCompletionRequest, request: Request, state: CurrentState
+    body: ChatCompletionRequest, request: Request, state: CurrentState, project: Project
 ) -> Response:
     """The request's own checks come first: a bad request is a 400 even while the model loads."""
     arrived = time.perf_counter()
@@ -43,7 +43,7 @@ async def create_chat_completion(
     assert engine is not None
     plan, sources = None, None
     questions = [message.text for message in body.messages if message.role == "user"]
-    chunks = await request_chunks(body, questions[-1] if questions else "", state)
+    chunks = await request_chunks(body, questions[-1] if questions else "", state, project)
     if chunks is not None:
         chunked = chat_with_chunks(body.messages, chunks, state.tokenizer, tools)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)

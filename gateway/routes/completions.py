@@ -18,14 +18,14 @@ from gateway.rag.chunked_prompt import completion_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.prompts import completion_prompts
 from gateway.rag.retrieval import request_chunks
-from gateway.state import CurrentState, authorized, check_model, ready_state
+from gateway.state import CurrentState, Project, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
 
 @router.post("/v1/completions", response_model=None)
 async def create_completion(
-    body: CompletionRequest, request: Request, state: CurrentState
+    body: CompletionRequest, request: Request, state: CurrentState, project: Project
 ) -> Response:
     """The request's own checks come first: a bad request is a 400 even while the model loads."""
     arrived = time.perf_counter()
@@ -37,7 +37,7 @@ async def create_completion(
     engine = state.engine
     assert engine is not None
     plan, sources = None, None
-    chunks = None if text is None else await request_chunks(body, text, state)
+    chunks = None if text is None else await request_chunks(body, text, state, project)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks, state.tokenizer)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)

@@ -24,23 +24,23 @@ from gateway.http.multipart import (
     read_multipart_form,
 )
 from gateway.http.upload_text import upload_text
-from gateway.openai.deps import RagState, objects_of
+from gateway.openai.deps import ProjectObjects, RagState
 from gateway.openai.objects import deleted, file_object
 from gateway.openai.pagination import FilePage, cursor_error, list_body
 from gateway.openai.rechunk import drop_document
 from gateway.openai.validation import parse_params
 from gateway.state import AppState, authorized
-from retriever import FileRecord, UnknownCursor, new_file_id
+from retriever import FileRecord, RagObjects, UnknownCursor, new_file_id
 
 router = APIRouter(dependencies=[Depends(authorized)])
 RETRIEVAL_PURPOSES = ("assistants", "user_data")
 
 
 @router.post("/v1/files")
-async def create_file(request: Request, state: RagState) -> dict[str, Any]:
+async def create_file(request: Request, state: RagState, objects: ProjectObjects) -> dict[str, Any]:
     upload, purpose = await _read_upload(request, state)
     text = await upload_text(upload, state.settings)
-    record = await _store(state, upload, purpose, text)
+    record = await _store(state, objects, upload, purpose, text)
     if state.precomputer is not None:
         state.precomputer.notify()
     return file_object(record)
@@ -77,16 +77,19 @@ async def _read_upload(request: Request, state: AppState) -> tuple[UploadedFile,
     return form.files[0], purpose
 
 
-async def _store(state: AppState, upload: UploadedFile, purpose: str, text: str) -> FileRecord:
-    """The file and its document; a document this upload created goes if the file is not kept."""
+async def _store(
+    state: AppState, objects: RagObjects, upload: UploadedFile, purpose: str, text: str
+) -> FileRecord:
+    """The file and its document (both the project's); a document this upload created goes if
+    the file is not kept."""
     from retriever import InvalidIngest, NewDocument
 
-    library, objects = state.library, objects_of(state)
+    library = state.library
     assert library is not None
     file_id = new_file_id()
     document = NewDocument(file_id, text, {"filename": upload.filename, "file_id": file_id})
     try:
-        ingested = (await asyncio.to_thread(library.ingest, [document]))[0]
+        ingested = (await asyncio.to_thread(library.ingest, [document], objects.project))[0]
     except InvalidIngest as exc:
         raise APIError(400, f"{upload.filename}: {exc}", param="file") from exc
     try:
@@ -101,45 +104,45 @@ async def _store(state: AppState, upload: UploadedFile, purpose: str, text: str)
         )
     except BaseException:
         if ingested.created:
-            await asyncio.to_thread(library.delete, ingested.id)
+            await asyncio.to_thread(library.delete, ingested.id, objects.project)
         raise
 
 
 @router.get("/v1/files")
 async def list_files(
-    state: RagState, page: FilePage, purpose: str | None = Query(None)
+    objects: ProjectObjects, page: FilePage, purpose: str | None = Query(None)
 ) -> dict[str, Any]:
     try:
-        records, has_more = await asyncio.to_thread(objects_of(state).files.page, page, purpose)
+        records, has_more = await asyncio.to_thread(objects.files.page, page, purpose)
     except UnknownCursor as exc:
         raise cursor_error(exc) from exc
     return list_body(records, has_more, file_object)
 
 
 @router.get("/v1/files/{file_id}")
-async def retrieve_file(file_id: str, state: RagState) -> dict[str, Any]:
-    record = await asyncio.to_thread(objects_of(state).files.get, file_id)
+async def retrieve_file(file_id: str, objects: ProjectObjects) -> dict[str, Any]:
+    record = await asyncio.to_thread(objects.files.get, file_id)
     if record is None:
         raise file_not_found(file_id)
     return file_object(record)
 
 
 @router.get("/v1/files/{file_id}/content")
-async def file_content(file_id: str, state: RagState) -> Response:
-    content = await asyncio.to_thread(objects_of(state).files.content, file_id)
+async def file_content(file_id: str, objects: ProjectObjects) -> Response:
+    content = await asyncio.to_thread(objects.files.content, file_id)
     if content is None:
         raise file_not_found(file_id)
     return Response(content, media_type="application/octet-stream")
 
 
 @router.delete("/v1/files/{file_id}")
-async def delete_file(file_id: str, state: RagState) -> dict[str, Any]:
+async def delete_file(file_id: str, state: RagState, objects: ProjectObjects) -> dict[str, Any]:
     """Detaches the file from every vector store; its document goes with the last file using it."""
-    existed, document_id = await asyncio.to_thread(objects_of(state).files.delete, file_id)
+    existed, document_id = await asyncio.to_thread(objects.files.delete, file_id)
     if not existed:
         raise file_not_found(file_id)
     if document_id is not None and state.library is not None:
-        await drop_document(state, document_id)
+        await drop_document(state, objects.project, document_id)
     return deleted(file_id, "file")
 
 

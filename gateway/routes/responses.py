@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from gateway.http.errors import APIError
 from gateway.http.serving import PreparedRequest, json_response, start_generation
 from gateway.openai.answer_prompt import answer_prompt, answer_room, conversation
-from gateway.openai.deps import JSONBody, RagState, objects_of
+from gateway.openai.deps import JSONBody, ProjectObjects, objects_of
 from gateway.openai.protocol import SamplingFields
 from gateway.openai.ranking import ranking_for
 from gateway.openai.response_build import ResponseBuilder
@@ -32,14 +32,16 @@ from gateway.openai.response_tools import assistant_turn, function_choice
 from gateway.openai.search import FoundChunk, StoreSearch, search_stores
 from gateway.openai.tools import ToolCalling, parser_name, tool_calling
 from gateway.openai.validation import invalid
-from gateway.state import AppState, CurrentState, authorized, check_model, ready_state
+from gateway.state import AppState, CurrentState, Project, authorized, check_model, ready_state
 from retriever import RagObjects, StoredResponse
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
 
 @router.post("/v1/responses", response_model=None)
-async def create_response(request: Request, state: CurrentState, body: JSONBody) -> Response:
+async def create_response(
+    request: Request, state: CurrentState, project: Project, body: JSONBody
+) -> Response:
     """The request's own checks come first: a bad request is a 400 even while the model loads."""
     arrived = time.perf_counter()
     turn = parse_turn(body, state.settings.retrieval_top_k)
@@ -47,8 +49,8 @@ async def create_response(request: Request, state: CurrentState, body: JSONBody)
     fields = _sampling(turn)
     calling = _calling(turn, state)
     ready_state(request)
-    history = await _history(state, turn)
-    found = None if turn.file_search is None else await _search(state, turn)
+    history = await _history(state, project, turn)
+    found = None if turn.file_search is None else await _search(state, project, turn)
     tools = None if calling is None else calling.template_tools()
     room = answer_room(turn, state)
     prompt = answer_prompt(conversation(turn, history), found, state, room, tools)
@@ -58,7 +60,7 @@ async def create_response(request: Request, state: CurrentState, body: JSONBody)
         fields, [prompt.token_ids], prompt.plan, None, arrived, structured_outputs=guided
     )
     started = start_generation(request, state, prepared)
-    keep = partial(_keep, state, turn, history)
+    keep = partial(_keep, state, project, turn, history)
     if turn.stream:
         events = response_events(builder, started, state.shutdown.deadline, keep)
         return StreamingResponse(
@@ -101,11 +103,13 @@ def _calling(turn: ResponsesTurn, state: AppState) -> ToolCalling | None:
     )
 
 
-async def _history(state: AppState, turn: ResponsesTurn) -> list[dict[str, Any]]:
-    """The conversation up to ``previous_response_id``; empty without one."""
+async def _history(state: AppState, project: str, turn: ResponsesTurn) -> list[dict[str, Any]]:
+    """The conversation up to ``previous_response_id`` (one of the project's); empty without
+    one."""
     if turn.previous_response_id is None:
         return []
-    stored = await asyncio.to_thread(_objects(state).responses.get, turn.previous_response_id)
+    responses = _objects(state, project).responses
+    stored = await asyncio.to_thread(responses.get, turn.previous_response_id)
     if stored is None:
         raise APIError(
             404,
@@ -116,7 +120,7 @@ async def _history(state: AppState, turn: ResponsesTurn) -> list[dict[str, Any]]
     return stored.conversation
 
 
-async def _search(state: AppState, turn: ResponsesTurn) -> list[FoundChunk]:
+async def _search(state: AppState, project: str, turn: ResponsesTurn) -> list[FoundChunk]:
     tool = turn.file_search
     assert tool is not None
     if not turn.question.strip():
@@ -129,37 +133,41 @@ async def _search(state: AppState, turn: ResponsesTurn) -> list[FoundChunk]:
     search = StoreSearch(
         tool.store_ids, [turn.question], tool.max_results, ranking, tool.condition, threshold
     )
-    return await asyncio.to_thread(search_stores, _objects(state), library, search)
+    return await asyncio.to_thread(search_stores, _objects(state, project), library, search)
 
 
 async def _keep(
-    state: AppState, turn: ResponsesTurn, history: list[dict[str, Any]], final: dict[str, Any]
+    state: AppState,
+    project: str,
+    turn: ResponsesTurn,
+    history: list[dict[str, Any]],
+    final: dict[str, Any],
 ) -> None:
     """Store the finished response and its conversation, unless ``store`` is false."""
     if not turn.store or state.rag_objects is None:
         return
     turns = [*history, *turn.messages, assistant_turn(final["output"])]
     stored = StoredResponse(final["id"], final, turns)
-    await asyncio.to_thread(state.rag_objects.responses.save, stored)
+    await asyncio.to_thread(objects_of(state, project).responses.save, stored)
 
 
-def _objects(state: AppState) -> RagObjects:
+def _objects(state: AppState, project: str) -> RagObjects:
     if state.rag_objects is None:
         raise APIError(503, "Stored responses and vector stores are unavailable; see the log.")
-    return state.rag_objects
+    return objects_of(state, project)
 
 
 @router.get("/v1/responses/{response_id}")
-async def retrieve_response(response_id: str, state: RagState) -> dict[str, Any]:
-    stored = await asyncio.to_thread(objects_of(state).responses.get, response_id)
+async def retrieve_response(response_id: str, objects: ProjectObjects) -> dict[str, Any]:
+    stored = await asyncio.to_thread(objects.responses.get, response_id)
     if stored is None:
         raise _not_found(response_id)
     return stored.body
 
 
 @router.delete("/v1/responses/{response_id}")
-async def delete_response(response_id: str, state: RagState) -> dict[str, Any]:
-    if not await asyncio.to_thread(objects_of(state).responses.delete, response_id):
+async def delete_response(response_id: str, objects: ProjectObjects) -> dict[str, Any]:
+    if not await asyncio.to_thread(objects.responses.delete, response_id):
         raise _not_found(response_id)
     return {"id": response_id, "object": "response.deleted", "deleted": True}
 

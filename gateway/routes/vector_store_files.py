@@ -19,7 +19,7 @@ from openai.types.vector_stores import (
 
 from gateway.http.errors import APIError
 from gateway.openai.chunking_strategy import strategy_object
-from gateway.openai.deps import JSONBody, RagState, objects_of
+from gateway.openai.deps import JSONBody, ProjectObjects, RagState
 from gateway.openai.objects import batch_object, deleted, vector_store_file_object
 from gateway.openai.pagination import Page, cursor_error, list_body
 from gateway.openai.rechunk import ChunkingRequest, chunk_files, chunking_asked, requests_for
@@ -30,6 +30,7 @@ from retriever import (
     Attachment,
     Chunking,
     PageRequest,
+    RagObjects,
     StoreFileRecord,
     UnknownCursor,
     UnknownFiles,
@@ -45,13 +46,15 @@ StatusFilter = Annotated[
 
 
 @router.post(FILES)
-async def attach_file(vector_store_id: str, state: RagState, body: JSONBody) -> dict[str, Any]:
+async def attach_file(
+    vector_store_id: str, state: RagState, objects: ProjectObjects, body: JSONBody
+) -> dict[str, Any]:
     chunking = chunking_asked(state, body, "chunking_strategy")
     params = parse_params(file_create_params.FileCreateParams, body)
     attachments = attachments_for([params["file_id"]], params.get("attributes"), "file_id")
     requests = requests_for([a.file_id for a in attachments], chunking)
-    await _chunking(state, vector_store_id, requests, "file_id")
-    stores = objects_of(state).vector_stores
+    await _chunking(state, objects, vector_store_id, requests, "file_id")
+    stores = objects.vector_stores
     attached = await _attaching(stores.attach, vector_store_id, attachments, "file_id")
     return _render(state, attached[0])
 
@@ -60,17 +63,18 @@ async def attach_file(vector_store_id: str, state: RagState, body: JSONBody) -> 
 async def list_files(
     vector_store_id: str,
     state: RagState,
+    objects: ProjectObjects,
     page: Page,
     status: StatusFilter = None,
 ) -> dict[str, Any]:
-    return await _file_page(state, vector_store_id, page, status, None)
+    return await _file_page(state, objects, vector_store_id, page, status, None)
 
 
 @router.get(FILES + "/{file_id}")
-async def retrieve_file(vector_store_id: str, file_id: str, state: RagState) -> dict[str, Any]:
-    record = await asyncio.to_thread(
-        objects_of(state).vector_stores.get_file, vector_store_id, file_id
-    )
+async def retrieve_file(
+    vector_store_id: str, file_id: str, state: RagState, objects: ProjectObjects
+) -> dict[str, Any]:
+    record = await asyncio.to_thread(objects.vector_stores.get_file, vector_store_id, file_id)
     if record is None:
         raise _file_not_found(vector_store_id, file_id)
     return _render(state, record)
@@ -78,13 +82,13 @@ async def retrieve_file(vector_store_id: str, file_id: str, state: RagState) -> 
 
 @router.post(FILES + "/{file_id}")
 async def update_file(
-    vector_store_id: str, file_id: str, state: RagState, body: JSONBody
+    vector_store_id: str, file_id: str, state: RagState, objects: ProjectObjects, body: JSONBody
 ) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise APIError(400, "The request body must be a JSON object.")
     params = parse_params(file_update_params.FileUpdateParams, {**body, "vector_store_id": ""})
     attributes = check_attributes(params["attributes"])
-    stores = objects_of(state).vector_stores
+    stores = objects.vector_stores
     record = await asyncio.to_thread(stores.set_attributes, vector_store_id, file_id, attributes)
     if record is None:
         raise _file_not_found(vector_store_id, file_id)
@@ -92,16 +96,20 @@ async def update_file(
 
 
 @router.delete(FILES + "/{file_id}")
-async def detach_file(vector_store_id: str, file_id: str, state: RagState) -> dict[str, Any]:
+async def detach_file(
+    vector_store_id: str, file_id: str, state: RagState, objects: ProjectObjects
+) -> dict[str, Any]:
     """The file leaves the store; it stays uploaded (delete it through ``/v1/files``)."""
-    stores = objects_of(state).vector_stores
+    stores = objects.vector_stores
     if not await asyncio.to_thread(stores.detach, vector_store_id, file_id):
         raise _file_not_found(vector_store_id, file_id)
     return deleted(file_id, "vector_store.file.deleted")
 
 
 @router.post(BATCHES)
-async def create_batch(vector_store_id: str, state: RagState, body: JSONBody) -> dict[str, Any]:
+async def create_batch(
+    vector_store_id: str, state: RagState, objects: ProjectObjects, body: JSONBody
+) -> dict[str, Any]:
     chunking = chunking_asked(state, body, "chunking_strategy")
     params = parse_params(file_batch_create_params.FileBatchCreateParams, body)
     if ("file_ids" in params) == ("files" in params):
@@ -111,22 +119,26 @@ async def create_batch(vector_store_id: str, state: RagState, body: JSONBody) ->
         requests = requests_for([a.file_id for a in attachments], chunking)
     else:
         attachments, requests = _per_file(state, body["files"], chunking)
-    await _chunking(state, vector_store_id, requests, "file_ids")
-    stores = objects_of(state).vector_stores
+    await _chunking(state, objects, vector_store_id, requests, "file_ids")
+    stores = objects.vector_stores
     batch = await _attaching(stores.create_batch, vector_store_id, attachments, "file_ids")
     return batch_object(batch)
 
 
 @router.get(BATCHES + "/{batch_id}")
-async def retrieve_batch(vector_store_id: str, batch_id: str, state: RagState) -> dict[str, Any]:
-    return batch_object(await _batch(state, vector_store_id, batch_id))
+async def retrieve_batch(
+    vector_store_id: str, batch_id: str, objects: ProjectObjects
+) -> dict[str, Any]:
+    return batch_object(await _batch(objects, vector_store_id, batch_id))
 
 
 @router.post(BATCHES + "/{batch_id}/cancel")
-async def cancel_batch(vector_store_id: str, batch_id: str, state: RagState) -> dict[str, Any]:
+async def cancel_batch(
+    vector_store_id: str, batch_id: str, objects: ProjectObjects
+) -> dict[str, Any]:
     """Files are attached when the batch is created, so there is never anything left to cancel:
     the batch is returned as it is."""
-    return batch_object(await _batch(state, vector_store_id, batch_id))
+    return batch_object(await _batch(objects, vector_store_id, batch_id))
 
 
 @router.get(BATCHES + "/{batch_id}/files")
@@ -134,11 +146,12 @@ async def list_batch_files(
     vector_store_id: str,
     batch_id: str,
     state: RagState,
+    objects: ProjectObjects,
     page: Page,
     status: StatusFilter = None,
 ) -> dict[str, Any]:
-    await _batch(state, vector_store_id, batch_id)
-    return await _file_page(state, vector_store_id, page, status, batch_id)
+    await _batch(objects, vector_store_id, batch_id)
+    return await _file_page(state, objects, vector_store_id, page, status, batch_id)
 
 
 def _per_file(
@@ -157,16 +170,20 @@ def _per_file(
 
 
 async def _chunking(
-    state: AppState, vector_store_id: str, requests: list[ChunkingRequest], param: str
+    state: AppState,
+    objects: RagObjects,
+    vector_store_id: str,
+    requests: list[ChunkingRequest],
+    param: str,
 ) -> None:
     """Re-chunk what the attach asks for; nothing changes when the store or a file is unknown."""
     if not requests:
         return
-    stores = objects_of(state).vector_stores
+    stores = objects.vector_stores
     if await asyncio.to_thread(stores.get, vector_store_id) is None:
         raise vector_store_not_found(vector_store_id)
     try:
-        await chunk_files(state, vector_store_id, requests)
+        await chunk_files(state, objects, vector_store_id, requests)
     except UnknownFiles as exc:
         raise unknown_files(exc, param) from exc
 
@@ -182,12 +199,13 @@ async def _attaching(attach: Any, vector_store_id: str, attachments: Any, param:
 
 async def _file_page(
     state: AppState,
+    objects: RagObjects,
     vector_store_id: str,
     page: PageRequest,
     status: str | None,
     batch_id: str | None,
 ) -> dict[str, Any]:
-    stores = objects_of(state).vector_stores
+    stores = objects.vector_stores
     if await asyncio.to_thread(stores.get, vector_store_id) is None:
         raise vector_store_not_found(vector_store_id)
     try:
@@ -199,8 +217,8 @@ async def _file_page(
     return list_body(records, has_more, lambda record: _render(state, record))
 
 
-async def _batch(state: AppState, vector_store_id: str, batch_id: str) -> Any:
-    stores = objects_of(state).vector_stores
+async def _batch(objects: RagObjects, vector_store_id: str, batch_id: str) -> Any:
+    stores = objects.vector_stores
     batch = await asyncio.to_thread(stores.get_batch, vector_store_id, batch_id)
     if batch is None:
         raise APIError(

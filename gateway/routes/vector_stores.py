@@ -18,7 +18,7 @@ from openai.types import (
 )
 
 from gateway.http.errors import APIError
-from gateway.openai.deps import JSONBody, RagState, objects_of
+from gateway.openai.deps import JSONBody, ProjectObjects, RagState
 from gateway.openai.filters import parse_filter
 from gateway.openai.objects import deleted, dump, vector_store_object
 from gateway.openai.pagination import Page, cursor_error, list_body
@@ -40,14 +40,16 @@ MAX_SEARCH_RESULTS = 50
 
 
 @router.post("/v1/vector_stores")
-async def create_vector_store(state: RagState, body: JSONBody) -> dict[str, Any]:
+async def create_vector_store(
+    state: RagState, objects: ProjectObjects, body: JSONBody
+) -> dict[str, Any]:
     chunking = chunking_asked(state, body, "chunking_strategy")
     params = parse_params(vector_store_create_params.VectorStoreCreateParams, body)
     file_ids = list(params.get("file_ids") or [])
     try:
-        await chunk_files(state, None, requests_for(file_ids, chunking))
+        await chunk_files(state, objects, None, requests_for(file_ids, chunking))
         record = await asyncio.to_thread(
-            objects_of(state).vector_stores.create,
+            objects.vector_stores.create,
             check_text(params.get("name") or "", "name"),
             check_text(params.get("description") or "", "description") or None,
             check_metadata(params.get("metadata")),
@@ -60,17 +62,17 @@ async def create_vector_store(state: RagState, body: JSONBody) -> dict[str, Any]
 
 
 @router.get("/v1/vector_stores")
-async def list_vector_stores(state: RagState, page: Page) -> dict[str, Any]:
+async def list_vector_stores(objects: ProjectObjects, page: Page) -> dict[str, Any]:
     try:
-        records, has_more = await asyncio.to_thread(objects_of(state).vector_stores.page, page)
+        records, has_more = await asyncio.to_thread(objects.vector_stores.page, page)
     except UnknownCursor as exc:
         raise cursor_error(exc) from exc
     return list_body(records, has_more, vector_store_object)
 
 
 @router.get("/v1/vector_stores/{vector_store_id}")
-async def retrieve_vector_store(vector_store_id: str, state: RagState) -> dict[str, Any]:
-    record = await asyncio.to_thread(objects_of(state).vector_stores.get, vector_store_id)
+async def retrieve_vector_store(vector_store_id: str, objects: ProjectObjects) -> dict[str, Any]:
+    record = await asyncio.to_thread(objects.vector_stores.get, vector_store_id)
     if record is None:
         raise vector_store_not_found(vector_store_id)
     return vector_store_object(record)
@@ -78,7 +80,7 @@ async def retrieve_vector_store(vector_store_id: str, state: RagState) -> dict[s
 
 @router.post("/v1/vector_stores/{vector_store_id}")
 async def modify_vector_store(
-    vector_store_id: str, state: RagState, body: JSONBody
+    vector_store_id: str, objects: ProjectObjects, body: JSONBody
 ) -> dict[str, Any]:
     params = parse_params(vector_store_update_params.VectorStoreUpdateParams, body)
     changes: dict[str, Any] = {}
@@ -88,7 +90,7 @@ async def modify_vector_store(
         changes["metadata"] = check_metadata(params["metadata"])
     if "expires_after" in params:
         changes["expires_after_days"] = expiry_days(params["expires_after"])
-    stores = objects_of(state).vector_stores
+    stores = objects.vector_stores
     record = await asyncio.to_thread(stores.update, vector_store_id, changes)
     if record is None:
         raise vector_store_not_found(vector_store_id)
@@ -96,16 +98,16 @@ async def modify_vector_store(
 
 
 @router.delete("/v1/vector_stores/{vector_store_id}")
-async def delete_vector_store(vector_store_id: str, state: RagState) -> dict[str, Any]:
+async def delete_vector_store(vector_store_id: str, objects: ProjectObjects) -> dict[str, Any]:
     """The store goes; its files stay (delete them through ``/v1/files``)."""
-    if not await asyncio.to_thread(objects_of(state).vector_stores.delete, vector_store_id):
+    if not await asyncio.to_thread(objects.vector_stores.delete, vector_store_id):
         raise vector_store_not_found(vector_store_id)
     return deleted(vector_store_id, "vector_store.deleted")
 
 
 @router.post("/v1/vector_stores/{vector_store_id}/search")
 async def search_vector_store(
-    vector_store_id: str, state: RagState, body: JSONBody
+    vector_store_id: str, state: RagState, objects: ProjectObjects, body: JSONBody
 ) -> dict[str, Any]:
     params = parse_params(vector_store_search_params.VectorStoreSearchParams, body)
     query = params["query"]
@@ -135,7 +137,7 @@ async def search_vector_store(
         None if condition is None else parse_filter(condition),
         None if ranking is None else ranking.score_threshold,
     )
-    library, objects = state.library, objects_of(state)
+    library = state.library
     try:
         found = await asyncio.to_thread(search_stores, objects, library, search)
     except APIError as exc:

@@ -3,7 +3,7 @@
 Beside what the SQLite store keeps, chunks hold their embedding (so replicas never embed again
 what another one ingested), a precompute claim (`claimed_by` until `claimed_until`) and whether
 their KV is to be precomputed again (`kv_stale`, version 2), their words for keyword search
-(`search_words`, version 3), and
+(`search_words`, version 3), the project owning each document and object (version 4), and
 `library_changes` logs every add and delete, in commit order, for the replicas to follow.
 `library_log_floor` remembers up to which change the log was trimmed. OpenAI's files, vector
 stores and stored responses are shared too.
@@ -15,9 +15,9 @@ import re
 
 import psycopg
 
-from retriever.objects.schema import VECTOR_STORE_SCHEMA
+from retriever.objects.schema import PROJECTS_SCHEMA, VECTOR_STORE_SCHEMA
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA_LOCK = 0x72616762_6C656E64 >> 1
 """Advisory lock key that serializes schema creation between replicas starting together."""
 
@@ -51,7 +51,11 @@ _KEYWORD_SEARCH = (
     "GENERATED ALWAYS AS (to_tsvector('english', text)) STORED",
     "CREATE INDEX chunks_by_word ON chunks USING GIN (search_words)",
 )
-_UPGRADES: dict[int, tuple[str, ...]] = {2: _STALE_CHUNKS, 3: _KEYWORD_SEARCH}
+_UPGRADES: dict[int, tuple[str, ...]] = {
+    2: _STALE_CHUNKS,
+    3: _KEYWORD_SEARCH,
+    4: PROJECTS_SCHEMA,  # version 4: projects; everything stored before belongs to `default`
+}
 """Statements that bring a database of the version before each key up to it."""
 _SCHEMA = (
     """
@@ -100,6 +104,7 @@ _SCHEMA = (
     "INSERT INTO library_log_floor VALUES (0)",
     "CREATE TABLE library_schema (version INTEGER NOT NULL)",
     *OPENAI_OBJECTS_SCHEMA,
+    *PROJECTS_SCHEMA,
 )
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from retriever.objects.schema import VECTOR_STORE_SCHEMA
+from retriever.objects.schema import PROJECTS_SCHEMA, VECTOR_STORE_SCHEMA
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _SCHEMA = (
     """
     CREATE TABLE documents (
@@ -65,6 +65,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END",
         "INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')",
     ),
+    # Version 6: projects; everything stored before belongs to `default`.
+    6: PROJECTS_SCHEMA,
 }
 
 

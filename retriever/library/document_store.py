@@ -32,6 +32,8 @@ from retriever.library.drafts import (
 )
 from retriever.library.drafts import DocumentConflict as DocumentConflict
 from retriever.library.records import (
+    DEFAULT_PROJECT,
+    PROJECT_CHUNKS,
     ChunkRow,
     DocumentDraft,
     DocumentRow,
@@ -100,19 +102,32 @@ class DocumentStore:
     def find_by_hash(self, content_hash: str) -> DocumentRow | None:
         return self._document("content_hash = ?", content_hash)
 
-    def get_document(self, doc_id: str) -> DocumentRow | None:
-        return self._document("id = ?", doc_id)
+    def get_document(self, doc_id: str, project: str | None = None) -> DocumentRow | None:
+        """The document `doc_id`; None when unknown or (given `project`) another project's."""
+        if project is None:
+            return self._document("id = ?", doc_id)
+        with self._db.reading() as connection:
+            found = select_documents(connection, "WHERE id = ? AND project = ?", doc_id, project)
+        return next(iter(found), None)
 
     def _document(self, condition: str, value: str) -> DocumentRow | None:
         with self._db.reading() as connection:
             return select_document(connection, condition, value)
 
-    def list_documents(self, offset: int = 0, limit: int = 100) -> tuple[list[DocumentRow], int]:
-        """A page of documents, oldest first, and the total number of documents."""
+    def list_documents(
+        self, offset: int = 0, limit: int = 100, project: str | None = None
+    ) -> tuple[list[DocumentRow], int]:
+        """A page of documents, oldest first, and the total number of documents; only
+        `project`'s when given."""
+        scope, parameters = ("", ()) if project is None else ("WHERE project = ? ", (project,))
         with self._db.snapshot() as connection:
-            total = connection.execute("SELECT count(*) FROM documents").fetchone()
-            order = f"ORDER BY {self._dialect.insertion_order}"
-            page = select_documents(connection, f"{order} LIMIT ? OFFSET ?", limit, offset)
+            total = connection.execute(
+                f"SELECT count(*) FROM documents {scope}", parameters
+            ).fetchone()
+            order = f"{scope}ORDER BY {self._dialect.insertion_order}"
+            page = select_documents(
+                connection, f"{order} LIMIT ? OFFSET ?", *parameters, limit, offset
+            )
         return page, int(total[0]) if total else 0
 
     def documents_with_status(self, status: DocumentStatus) -> list[DocumentRow]:
@@ -122,12 +137,13 @@ class DocumentStore:
                 connection, f"WHERE status = ? ORDER BY {self._dialect.insertion_order}", status
             )
 
-    def delete_document(self, doc_id: str) -> list[ChunkRow] | None:
+    def delete_document(self, doc_id: str, project: str | None = None) -> list[ChunkRow] | None:
         """Delete a document and its chunks (and log it); returns the removed chunks, or None if
-        unknown."""
+        unknown (or, given `project`, another project's)."""
         with self._db.transaction() as connection:
             self._dialect.lock_writes(connection)
-            if select_document(connection, "id = ?", doc_id) is None:
+            found = select_document(connection, "id = ?", doc_id)
+            if found is None or project not in (None, found.project):
                 return None
             removed = select_chunks(connection, "document_id = ? ORDER BY chunk_index", doc_id)
             connection.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
@@ -135,30 +151,52 @@ class DocumentStore:
             self._dialect.log_change(connection, "delete", [doc_id], [row.id for row in removed])
         return removed
 
-    def chunks_for(self, chunk_ids: Sequence[int]) -> list[ChunkRow]:
-        """Chunks by id in the order asked; ids that do not exist are skipped."""
+    def chunks_for(self, chunk_ids: Sequence[int], project: str | None = None) -> list[ChunkRow]:
+        """Chunks by id in the order asked; ids that do not exist (or, given `project`, are
+        another project's) are skipped."""
         condition, ids = self._dialect.any_of("id", chunk_ids)
+        parameters: tuple[object, ...] = (ids,)
+        if project is not None:
+            condition, parameters = f"{condition} AND {PROJECT_CHUNKS}", (ids, project)
         with self._db.reading() as connection:
-            rows = select_chunks(connection, condition, ids)
+            rows = select_chunks(connection, condition, *parameters)
         return in_requested_order(rows, chunk_ids)
 
+    def holds_only(self, project: str) -> bool:
+        """Whether every stored document is `project`'s (a search then needs no filter)."""
+        with self._db.reading() as connection:
+            row = connection.execute(
+                "SELECT 1 FROM documents WHERE project <> ? LIMIT 1", (project,)
+            ).fetchone()
+        return row is None
+
     def keyword_search(
-        self, query: str, limit: int, document_ids: Sequence[str] | None = None
+        self,
+        query: str,
+        limit: int,
+        document_ids: Sequence[str] | None = None,
+        project: str = DEFAULT_PROJECT,
     ) -> list[tuple[int, float]]:
-        """Up to `limit` (chunk id, score) pairs holding any word of `query`, best first, within
-        `document_ids` when given (`retriever.search.keywords`); none for a query without words."""
+        """Up to `limit` (chunk id, score) pairs of `project`'s chunks holding any word of
+        `query`, best first, within `document_ids` when given (`retriever.search.keywords`);
+        none for a query without words."""
         terms = keyword_terms(query)
         if not terms:
             return []
         with self._db.reading() as connection:
-            return self._dialect.keyword_search(connection, terms, limit, document_ids)
+            return self._dialect.keyword_search(connection, terms, limit, document_ids, project)
 
-    def chunk_ids(self, document_ids: Sequence[str] | None = None) -> set[int]:
-        """Ids of all chunks, or of the chunks of the given documents."""
+    def chunk_ids(
+        self, document_ids: Sequence[str] | None = None, project: str | None = None
+    ) -> set[int]:
+        """Ids of all chunks, or of the chunks of the given documents; only `project`'s when
+        given."""
         condition, parameters = "1 = 1", ()
         if document_ids is not None:
             condition, ids = self._dialect.any_of("document_id", document_ids)
             parameters = (ids,)
+        if project is not None:
+            condition, parameters = f"{condition} AND {PROJECT_CHUNKS}", (*parameters, project)
         with self._db.reading() as connection:
             rows = connection.execute(
                 f"SELECT id FROM chunks WHERE {condition}", parameters

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retriever.ingest.chunking import Chunking, normalize_text
-from retriever.library.records import DocumentStatus
+from retriever.library.records import DEFAULT_PROJECT, DocumentStatus
 
 _DOCUMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,255}")
 
@@ -25,17 +25,23 @@ class NewDocument:
     chunking: Chunking | None = None
 
 
-def document_key(text_hash: str, chunking: Chunking, default: Chunking) -> str:
-    """What stored documents are told apart by (the `content_hash` column): the hash of the text,
-    followed by the chunking when it is not the library's default. The same text chunked two
-    ways is two documents; a document stored before chunking could be chosen has the plain hash."""
+def document_key(
+    text_hash: str, chunking: Chunking, default: Chunking, project: str = DEFAULT_PROJECT
+) -> str:
+    """What stored documents are told apart by (the `content_hash` column, unique): the hash of
+    the text, after the project unless it is `default` (`project:hash`), followed by the chunking
+    when it is not the library's default. The same text chunked two ways, or stored by two
+    projects, is two documents; a document stored before chunking could be chosen, or before
+    projects, has the plain hash."""
+    key = text_hash if project == DEFAULT_PROJECT else f"{project}:{text_hash}"
     if chunking == default:
-        return text_hash
-    return f"{text_hash}/{chunking.max_tokens}/{chunking.overlap_tokens}"
+        return key
+    return f"{key}/{chunking.max_tokens}/{chunking.overlap_tokens}"
 
 
 def key_chunking(key: str, default: Chunking) -> Chunking:
-    """The chunking a document of this key was cut with (`document_key` read back)."""
+    """The chunking a document of this key was cut with (`document_key` read back; project
+    names hold no `/`)."""
     _, *sizes = key.split("/")
     if not sizes:
         return default

@@ -85,6 +85,7 @@ def new_document(draft: DocumentDraft, status: DocumentStatus) -> DocumentRow:
         created_at=time.time(),
         num_chunks=len(draft.chunks),
         num_chars=draft.num_chars,
+        project=draft.project,
     )
 
 
@@ -97,7 +98,7 @@ def insert_draft(
     """Insert a document and its draft's chunks, with their `vectors` (one per chunk) where the
     store keeps embeddings (None where it does not); returns the new chunk ids in order."""
     connection.execute(
-        f"INSERT INTO documents ({DOCUMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO documents ({DOCUMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         document_values(document),
     )
     embedding = "" if vectors is None else ", embedding"

@@ -38,7 +38,7 @@ from retriever.library.local_backend import INDEX_FILE as INDEX_FILE
 from retriever.library.local_backend import STORE_FILE as STORE_FILE
 from retriever.library.local_backend import LocalBackend
 from retriever.library.reconcile import TextEmbedder
-from retriever.library.records import ChunkRow, DocumentDraft, DocumentRow
+from retriever.library.records import DEFAULT_PROJECT, ChunkRow, DocumentDraft, DocumentRow
 from retriever.library.shared_backend import SharedBackend
 from retriever.search.index import IndexKind, VectorIndex
 from retriever.search.neighbours import NeighbourPolicy, joined_neighbourhoods, within_window
@@ -96,20 +96,25 @@ class Library:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def ingest(self, documents: Sequence[NewDocument]) -> list[IngestResult]:
-        """Store and index a batch; nothing is stored if any document is invalid or conflicts.
+    def ingest(
+        self, documents: Sequence[NewDocument], project: str = DEFAULT_PROJECT
+    ) -> list[IngestResult]:
+        """Store and index a batch in `project`; nothing is stored if any document is invalid or
+        conflicts.
 
         Raises an `InvalidIngest` (a ValueError) for bad input and `DocumentConflict` when an id
-        is taken by different content. Content already stored comes back with `created=False`.
+        is taken by different content (document ids are unique across projects). Content the
+        project already stored comes back with `created=False`; another project's copy of the
+        same text is not shared.
         """
         texts = validated_texts(documents)
-        drafts, vectors = self._prepare(documents, texts)
+        drafts, vectors = self._prepare(documents, texts, project)
         with self._write_lock:
             try:
                 insertions = self.backend.add(drafts, vectors)
             except DuplicateVanished:
                 # Content this batch duplicated was deleted meanwhile: it needs chunks after all.
-                drafts, vectors = self._prepare(documents, texts)
+                drafts, vectors = self._prepare(documents, texts, project)
                 insertions = self.backend.add(drafts, vectors)
         self._requeue_joined([chunk_id for added in insertions for chunk_id in added.chunk_ids])
         return [
@@ -129,24 +134,35 @@ class Library:
         min_score: float | None = None,
         document_ids: Sequence[str] | None = None,
         ranking: Ranking = DENSE,
+        project: str = DEFAULT_PROJECT,
     ) -> list[Hit]:
-        """The `top_k` chunks that best answer `query` by `ranking` (`retriever.search.ranking`),
-        best first, optionally within documents and at or above `min_score`."""
+        """The `top_k` chunks of `project` that best answer `query` by `ranking`
+        (`retriever.search.ranking`), best first, optionally within documents and at or above
+        `min_score`.
+
+        Both rankings filter by project inside the search rather than after it: the dense one
+        searches only the project's chunk ids (FAISS's id selector), the keyword one only rows
+        of the project's documents, so another project's chunks neither show nor crowd out
+        this one's. While the library holds only this project's documents the dense search
+        runs unfiltered; the chunks found are read back within the project either way."""
         if not query.strip():
             raise ValueError("query is empty")
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
-        allowed = None if document_ids is None else self.store.chunk_ids(document_ids)
-        if allowed is not None and not allowed:
-            return []
+        allowed = None
+        if document_ids is not None or not self.store.holds_only(project):
+            allowed = self.store.chunk_ids(document_ids, project)
+            if not allowed:
+                return []
         reranker = self.reranker if ranking.rerank else None
         scored = ranked_chunks(
             ranking,
             top_k if reranker is None else FUSION_DEPTH,
             lambda n: self.index.search(self.embedder.embed([query])[0], n, allowed),
-            lambda n: self.store.keyword_search(query, n, document_ids),
+            lambda n: self.store.keyword_search(query, n, document_ids, project),
         )
-        rows = {row.id: row for row in self.store.chunks_for([chunk_id for chunk_id, _ in scored])}
+        found = [chunk_id for chunk_id, _ in scored]
+        rows = {row.id: row for row in self.store.chunks_for(found, project)}
         hits = [
             Hit(row.document_id, row.chunk_index, row.id, score, row.text, row.token_ids)
             for chunk_id, score in scored
@@ -158,24 +174,30 @@ class Library:
             hits = [replace(hit, score=score) for score, hit in reranked]
         return [hit for hit in hits if min_score is None or hit.score >= min_score][:top_k]
 
-    def get(self, doc_id: str) -> DocumentRow | None:
-        return self.store.get_document(doc_id)
+    def get(self, doc_id: str, project: str = DEFAULT_PROJECT) -> DocumentRow | None:
+        """`project`'s document `doc_id`; None when unknown or another project's."""
+        return self.store.get_document(doc_id, project)
 
     def chunking_of(self, document_key: str) -> Chunking:
         """How a document is chunked, from its key (`DocumentRow.content_hash`)."""
         return key_chunking(document_key, self.default_chunking)
 
-    def list(self, offset: int = 0, limit: int = 100) -> tuple[list[DocumentRow], int]:
-        """A page of documents, oldest first, and the total count."""
-        return self.store.list_documents(offset, limit)
+    def list(
+        self, offset: int = 0, limit: int = 100, project: str = DEFAULT_PROJECT
+    ) -> tuple[list[DocumentRow], int]:
+        """A page of `project`'s documents, oldest first, and its total count."""
+        return self.store.list_documents(offset, limit, project)
 
-    def delete(self, doc_id: str) -> list[ChunkRow] | None:
-        """Delete a document; returns its chunks (to drop their KV caches) or None if unknown.
-        With neighbour contexts, stored chunks computed behind one of its chunks are marked to
-        be precomputed again: no KV goes on carrying a deleted document's text."""
+    def delete(self, doc_id: str, project: str = DEFAULT_PROJECT) -> list[ChunkRow] | None:
+        """Delete `project`'s document; returns its chunks (to drop their KV caches) or None if
+        unknown (or another project's). With neighbour contexts, stored chunks computed behind
+        one of its chunks are marked to be precomputed again: no KV goes on carrying a deleted
+        document's text."""
         with self._write_lock:
-            held = self._contexts_holding(sorted(self.store.chunk_ids([doc_id])), "deleted")
-            deleted = self.backend.delete(doc_id)
+            held = self._contexts_holding(
+                sorted(self.store.chunk_ids([doc_id], project)), "deleted"
+            )
+            deleted = self.backend.delete(doc_id, project)
         if deleted:
             self._requeue(held - {row.id for row in deleted}, "deleted")
         return deleted
@@ -213,10 +235,10 @@ class Library:
             log.info("%s chunks changed the neighbours of %d stored ones", kind, len(requeued))
 
     def _prepare(
-        self, documents: Sequence[NewDocument], texts: list[str]
+        self, documents: Sequence[NewDocument], texts: list[str], project: str
     ) -> tuple[list[DocumentDraft], np.ndarray]:
         """Drafts and the embeddings of their chunks, in chunk order (no lock needed)."""
-        drafts = self._drafts(documents, texts)
+        drafts = self._drafts(documents, texts, project)
         chunk_texts = [chunk.text for draft in drafts for chunk in draft.chunks]
         return drafts, self._embed(chunk_texts)
 
@@ -230,14 +252,16 @@ class Library:
             return np.empty((0, self.embedder.dim), dtype=np.float32)
         return np.concatenate(batches)
 
-    def _drafts(self, documents: Sequence[NewDocument], texts: list[str]) -> list[DocumentDraft]:
-        """Drafts with chunks only for content not stored yet; an id taken by other content
-        raises `DocumentConflict` before any embedding work."""
+    def _drafts(
+        self, documents: Sequence[NewDocument], texts: list[str], project: str
+    ) -> list[DocumentDraft]:
+        """Drafts with chunks only for content `project` has not stored yet; an id taken by
+        other content raises `DocumentConflict` before any embedding work."""
         drafts: list[DocumentDraft] = []
         new_hashes: set[str] = set()
         for document, text in zip(documents, texts, strict=True):
             chunking = document.chunking or self.default_chunking
-            text_hash = document_key(content_hash(text), chunking, self.default_chunking)
+            text_hash = document_key(content_hash(text), chunking, self.default_chunking, project)
             is_new = text_hash not in new_hashes and self.store.find_by_hash(text_hash) is None
             if is_new and document.id is not None and self.store.get_document(document.id):
                 raise DocumentConflict(
@@ -246,6 +270,8 @@ class Library:
             chunks = chunking.chunk(text, self.tokenizer) if is_new else []
             new_hashes.add(text_hash)
             drafts.append(
-                DocumentDraft(document.id, text_hash, document.metadata or {}, len(text), chunks)
+                DocumentDraft(
+                    document.id, text_hash, document.metadata or {}, len(text), chunks, project
+                )
             )
         return drafts

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from retriever.library.records import (
+    DEFAULT_PROJECT,
     ChunkRow,
     DocumentDraft,
     DocumentRow,
@@ -58,18 +59,28 @@ class LibraryStore(Protocol):
 
     def find_by_hash(self, content_hash: str) -> DocumentRow | None: ...
 
-    def get_document(self, doc_id: str) -> DocumentRow | None: ...
+    def get_document(self, doc_id: str, project: str | None = None) -> DocumentRow | None: ...
 
     def list_documents(
-        self, offset: int = 0, limit: int = 100
+        self, offset: int = 0, limit: int = 100, project: str | None = None
     ) -> tuple[list[DocumentRow], int]: ...
 
-    def chunks_for(self, chunk_ids: Sequence[int]) -> list[ChunkRow]: ...
+    def chunks_for(
+        self, chunk_ids: Sequence[int], project: str | None = None
+    ) -> list[ChunkRow]: ...
 
-    def chunk_ids(self, document_ids: Sequence[str] | None = None) -> set[int]: ...
+    def holds_only(self, project: str) -> bool: ...
+
+    def chunk_ids(
+        self, document_ids: Sequence[str] | None = None, project: str | None = None
+    ) -> set[int]: ...
 
     def keyword_search(
-        self, query: str, limit: int, document_ids: Sequence[str] | None = None
+        self,
+        query: str,
+        limit: int,
+        document_ids: Sequence[str] | None = None,
+        project: str = DEFAULT_PROJECT,
     ) -> list[tuple[int, float]]: ...
 
     def set_status(self, doc_id: str, status: DocumentStatus) -> bool: ...
@@ -109,8 +120,9 @@ class LibraryBackend(Protocol):
         prepared as a copy lost its original meanwhile (nothing is stored then)."""
         ...
 
-    def delete(self, doc_id: str) -> list[ChunkRow] | None:
-        """Delete a document and its vectors; its chunks, or None if it is unknown."""
+    def delete(self, doc_id: str, project: str | None = None) -> list[ChunkRow] | None:
+        """Delete a document and its vectors; its chunks, or None if it is unknown (or, given
+        `project`, another project's)."""
         ...
 
     def close(self) -> None: ...

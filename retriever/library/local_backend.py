@@ -47,8 +47,8 @@ class LocalBackend:
                 self.store.set_status(insertion.document.id, "indexed")
         return insertions
 
-    def delete(self, doc_id: str) -> list[ChunkRow] | None:
-        removed = self.store.delete_document(doc_id)
+    def delete(self, doc_id: str, project: str | None = None) -> list[ChunkRow] | None:
+        removed = self.store.delete_document(doc_id, project)
         if removed:
             self.index.remove(row.id for row in removed)
             self.index.save(self._index_path)

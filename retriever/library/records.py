@@ -15,7 +15,11 @@ if TYPE_CHECKING:
 
 DocumentStatus = Literal["pending", "indexed", "cached", "failed"]
 DOCUMENT_STATUSES: tuple[DocumentStatus, ...] = ("pending", "indexed", "cached", "failed")
-DOCUMENT_COLUMNS = "id, content_hash, metadata, status, created_at, num_chunks, num_chars"
+DOCUMENT_COLUMNS = "id, content_hash, metadata, status, created_at, num_chunks, num_chars, project"
+DEFAULT_PROJECT = "default"
+"""The project of everything stored before projects, and of every request without API keys."""
+PROJECT_CHUNKS = "document_id IN (SELECT id FROM documents WHERE project = ?)"
+"""Chunks of one project's documents (one `?`: the project)."""
 CHUNK_COLUMNS = "id, document_id, chunk_index, text, token_ids, kv_cached"
 _TOKEN_DTYPE = np.dtype("<i4")
 
@@ -31,6 +35,7 @@ class DocumentRow:
     created_at: float
     num_chunks: int
     num_chars: int
+    project: str = DEFAULT_PROJECT
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class DocumentDraft:
     metadata: dict[str, Any]
     num_chars: int
     chunks: list[Chunk]
+    project: str = DEFAULT_PROJECT
 
 
 @dataclass(frozen=True)
@@ -89,14 +95,22 @@ def document_values(document: DocumentRow) -> tuple[Any, ...]:
         document.created_at,
         document.num_chunks,
         document.num_chars,
+        document.project,
     )
 
 
 def document_from_row(row: tuple[Any, ...]) -> DocumentRow:
     """A document from a row selected as DOCUMENT_COLUMNS."""
-    doc_id, content_hash, metadata, status, created_at, num_chunks, num_chars = row
+    doc_id, content_hash, metadata, status, created_at, num_chunks, num_chars, project = row
     return DocumentRow(
-        doc_id, content_hash, json.loads(metadata), status, created_at, num_chunks, num_chars
+        doc_id,
+        content_hash,
+        json.loads(metadata),
+        status,
+        created_at,
+        num_chunks,
+        num_chars,
+        project,
     )
 
 

@@ -24,7 +24,7 @@ from retriever.db.sqlite import ObjectDatabase
 from retriever.library import changelog
 from retriever.library.changelog import ChangeKind
 from retriever.library.kv_presence import Executor
-from retriever.library.records import CHUNK_COLUMNS
+from retriever.library.records import CHUNK_COLUMNS, PROJECT_CHUNKS
 from retriever.search.keywords import fts5_match, tsquery_text
 
 CLAIM_LEASE_S = 120
@@ -62,15 +62,18 @@ class StoreDialect:
         terms: list[str],
         limit: int,
         document_ids: Sequence[str] | None,
+        project: str,
     ) -> list[tuple[int, float]]:
-        """Up to `limit` chunks holding any of `terms` (within `document_ids` when given) with
-        their BM25 score, best first (FTS5's `bm25`, negated so that higher is better)."""
-        parameters: list[Any] = [fts5_match(terms)]
-        within = ""
+        """Up to `limit` chunks of `project`'s documents holding any of `terms` (within
+        `document_ids` when given) with their BM25 score, best first (FTS5's `bm25`, negated so
+        that higher is better)."""
+        parameters: list[Any] = [fts5_match(terms), project]
+        within = f" AND rowid IN (SELECT id FROM chunks WHERE {PROJECT_CHUNKS}"
         if document_ids is not None:
             condition, ids = self.any_of("document_id", document_ids)
-            within = f" AND rowid IN (SELECT id FROM chunks WHERE {condition})"
+            within += f" AND {condition}"
             parameters.append(ids)
+        within += ")"
         rows = connection.execute(
             "SELECT rowid, -bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?"
             f"{within} ORDER BY bm25(chunks_fts), rowid LIMIT ?",
@@ -112,11 +115,12 @@ class PostgresDialect(StoreDialect):
         terms: list[str],
         limit: int,
         document_ids: Sequence[str] | None,
+        project: str,
     ) -> list[tuple[int, float]]:
         """The same from the chunks' `search_words` (English stemming and stop words), ranked
         by `ts_rank` normalized by length: term frequency, without BM25's rarity weighting."""
-        parameters: list[Any] = [tsquery_text(terms)]
-        within = ""
+        parameters: list[Any] = [tsquery_text(terms), project]
+        within = f" AND {PROJECT_CHUNKS}"
         if document_ids is not None:
             condition, ids = self.any_of("document_id", document_ids)
             within = f" AND {condition}"

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from retriever.db.sqlite import ObjectDatabase
+from retriever.library.records import DEFAULT_PROJECT
 from retriever.objects.cursor_pages import ListSource, PageRequest, select_page
 
 FILE_COLUMNS = "id, document_id, filename, purpose, bytes, created_at"
-_FILES = ListSource("files", "seq", "id")
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,11 @@ def new_file_id() -> str:
 
 
 class FileStore:
-    def __init__(self, database: ObjectDatabase) -> None:
+    """One project's files: another project's are not there for it (None, False, empty)."""
+
+    def __init__(self, database: ObjectDatabase, project: str = DEFAULT_PROJECT) -> None:
         self.database = database
+        self.project = project
 
     def add(
         self,
@@ -47,7 +50,7 @@ class FileStore:
         with self.database.transaction() as connection:
             connection.execute(
                 "INSERT INTO files (id, document_id, owns_document, filename, purpose, bytes, "
-                "content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "content, created_at, project) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.id,
                     document_id,
@@ -57,6 +60,7 @@ class FileStore:
                     record.bytes,
                     content,
                     record.created_at,
+                    self.project,
                 ),
             )
         return record
@@ -64,21 +68,24 @@ class FileStore:
     def get(self, file_id: str) -> FileRecord | None:
         with self.database.reading() as connection:
             row = connection.execute(
-                f"SELECT {FILE_COLUMNS} FROM files WHERE id = ?", (file_id,)
+                f"SELECT {FILE_COLUMNS} FROM files WHERE id = ? AND project = ?",
+                (file_id, self.project),
             ).fetchone()
         return None if row is None else FileRecord(*row)
 
     def content(self, file_id: str) -> bytes | None:
         with self.database.reading() as connection:
             row = connection.execute(
-                "SELECT content FROM files WHERE id = ?", (file_id,)
+                "SELECT content FROM files WHERE id = ? AND project = ?", (file_id, self.project)
             ).fetchone()
         return None if row is None else bytes(row[0])
 
     def page(self, page: PageRequest, purpose: str | None = None) -> tuple[list[FileRecord], bool]:
-        source, parameters = _FILES, ()
+        source = ListSource("files", "seq", "id", "project = ?")
+        parameters: tuple[str, ...] = (self.project,)
         if purpose is not None:
-            source, parameters = ListSource("files", "seq", "id", "purpose = ?"), (purpose,)
+            source = ListSource("files", "seq", "id", "project = ? AND purpose = ?")
+            parameters = (self.project, purpose)
         with self.database.reading() as connection:
             rows, has_more = select_page(connection, FILE_COLUMNS, source, parameters, page)
         return [FileRecord(*row) for row in rows], has_more
@@ -88,7 +95,9 @@ class FileStore:
         the document to delete with it (see `_leave`)."""
         with self.database.transaction() as connection:
             row = connection.execute(
-                "DELETE FROM files WHERE id = ? RETURNING document_id, owns_document", (file_id,)
+                "DELETE FROM files WHERE id = ? AND project = ? RETURNING document_id, "
+                "owns_document",
+                (file_id, self.project),
             ).fetchone()
             if row is None:
                 return False, None
@@ -108,7 +117,8 @@ class FileStore:
         ``owns_document``: this move created it. Returns the document to delete, as `delete`."""
         with self.database.transaction() as connection:
             row = connection.execute(
-                "SELECT document_id, owns_document FROM files WHERE id = ?", (file_id,)
+                "SELECT document_id, owns_document FROM files WHERE id = ? AND project = ?",
+                (file_id, self.project),
             ).fetchone()
             if row is None or row[0] == document_id:
                 return None

@@ -9,10 +9,12 @@ replicas.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from retriever.db.postgres import PgDatabase, QmarkDatabase
 from retriever.db.sqlite import ObjectDatabase
+from retriever.library.records import DEFAULT_PROJECT
 from retriever.objects.file_store import FileStore
 from retriever.objects.response_store import ResponseStore
 from retriever.objects.vector_store_db import VectorStoreDB
@@ -23,7 +25,10 @@ OBJECTS_WRITE_LOCK = 0x6F626A_65637473
 
 class RagObjects:
     """Opened after the library, on the same database: its SQLite file at `path`, or the shared
-    PostgreSQL database at `database_url` (then every replica serves the same objects)."""
+    PostgreSQL database at `database_url` (then every replica serves the same objects).
+
+    Its stores are one project's (``default`` as opened); `in_project` gives another project's
+    on the same database."""
 
     def __init__(self, path: Path, database_url: str | None = None) -> None:
         self.database: ObjectDatabase | QmarkDatabase = (
@@ -31,9 +36,41 @@ class RagObjects:
             if database_url is None
             else QmarkDatabase(PgDatabase(database_url), OBJECTS_WRITE_LOCK)
         )
-        self.files = FileStore(self.database)
-        self.vector_stores = VectorStoreDB(self.database)
-        self.responses = ResponseStore(self.database)
+        self._bind(DEFAULT_PROJECT)
+
+    def stored_by_project(self) -> dict[str, dict[str, int]]:
+        """What each project stores: documents (and their characters), files (and their bytes),
+        vector stores and responses; projects storing nothing are left out."""
+        counts = (
+            ("documents", "count(*)", "documents"),
+            ("document_chars", "sum(num_chars)", "documents"),
+            ("files", "count(*)", "files"),
+            ("file_bytes", "sum(bytes)", "files"),
+            ("vector_stores", "count(*)", "vector_stores"),
+            ("responses", "count(*)", "responses"),
+        )
+        stored: dict[str, dict[str, int]] = {}
+        with self.database.reading() as connection:
+            for name, total, table in counts:
+                rows = connection.execute(
+                    f"SELECT project, {total} FROM {table} GROUP BY project"
+                ).fetchall()
+                for project, value in rows:
+                    stored.setdefault(project, dict.fromkeys([kind for kind, _, _ in counts], 0))
+                    stored[project][name] = int(value or 0)
+        return stored
+
+    def in_project(self, project: str) -> RagObjects:
+        """The objects of `project`, on this database (close only the one opened)."""
+        view = copy.copy(self)
+        view._bind(project)
+        return view
+
+    def _bind(self, project: str) -> None:
+        self.project = project
+        self.files = FileStore(self.database, project)
+        self.vector_stores = VectorStoreDB(self.database, project)
+        self.responses = ResponseStore(self.database, project)
 
     def close(self) -> None:
         self.database.close()

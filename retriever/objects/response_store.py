@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retriever.db.sqlite import ObjectDatabase
+from retriever.library.records import DEFAULT_PROJECT
 
 
 @dataclass(frozen=True)
@@ -20,25 +21,31 @@ class StoredResponse:
 
 
 class ResponseStore:
-    def __init__(self, database: ObjectDatabase) -> None:
+    """One project's stored responses: another project's id is unknown here."""
+
+    def __init__(self, database: ObjectDatabase, project: str = DEFAULT_PROJECT) -> None:
         self.database = database
+        self.project = project
 
     def save(self, stored: StoredResponse) -> None:
         with self.database.transaction() as connection:
             connection.execute(
-                "INSERT INTO responses (id, body, conversation, created_at) VALUES (?, ?, ?, ?)",
+                "INSERT INTO responses (id, body, conversation, created_at, project) "
+                "VALUES (?, ?, ?, ?, ?)",
                 (
                     stored.id,
                     json.dumps(stored.body, ensure_ascii=False),
                     json.dumps(stored.conversation, ensure_ascii=False),
                     int(time.time()),
+                    self.project,
                 ),
             )
 
     def get(self, response_id: str) -> StoredResponse | None:
         with self.database.reading() as connection:
             row = connection.execute(
-                "SELECT body, conversation FROM responses WHERE id = ?", (response_id,)
+                "SELECT body, conversation FROM responses WHERE id = ? AND project = ?",
+                (response_id, self.project),
             ).fetchone()
         if row is None:
             return None
@@ -46,5 +53,7 @@ class ResponseStore:
 
     def delete(self, response_id: str) -> bool:
         with self.database.transaction() as connection:
-            deleted = connection.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+            deleted = connection.execute(
+                "DELETE FROM responses WHERE id = ? AND project = ?", (response_id, self.project)
+            )
         return deleted.rowcount == 1

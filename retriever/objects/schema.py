@@ -67,3 +67,16 @@ VECTOR_STORE_SCHEMA: tuple[str, ...] = (
     )
     """,
 )
+PROJECTS_SCHEMA: tuple[str, ...] = (
+    *(
+        f"ALTER TABLE {table} ADD COLUMN project TEXT NOT NULL DEFAULT 'default'"
+        for table in ("documents", "files", "vector_stores", "responses")
+    ),
+    "CREATE INDEX documents_by_project ON documents (project)",
+    "CREATE INDEX files_by_project ON files (project, seq)",
+    "CREATE INDEX vector_stores_by_project ON vector_stores (project, seq)",
+)
+"""Projects: the project owning each document, file, vector store and stored response (what an
+API key names, `gateway.http.projects`); rows stored before projects are ``default``'s. A vector
+store's files and file batches, and a document's chunks, belong to the project of the object
+they hang from, and are only reached through it."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retriever.db.sqlite import ObjectDatabase
+from retriever.library.records import DEFAULT_PROJECT
 from retriever.objects.cursor_pages import ListSource, PageRequest, select_page
 from retriever.objects.vector_store_records import (
     BATCH_COLUMNS,
@@ -31,7 +32,9 @@ from retriever.objects.vector_store_records import (
     store_from_row,
 )
 
-_STORES = ListSource("vector_stores s", "s.seq", "s.id")
+_STORES = ListSource("vector_stores s", "s.seq", "s.id", "s.project = ?")
+OWN_STORE = "v.vector_store_id IN (SELECT id FROM vector_stores WHERE project = ?)"
+"""Rows of `vector_store_files v` whose store is the project's (one `?`: the project)."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,12 @@ def _json(value: dict[str, Any]) -> str:
 
 
 class VectorStoreDB:
-    def __init__(self, database: ObjectDatabase) -> None:
+    """One project's vector stores, their files and batches; another project's store is unknown
+    here, and only the project's files can be attached."""
+
+    def __init__(self, database: ObjectDatabase, project: str = DEFAULT_PROJECT) -> None:
         self.database = database
+        self.project = project
 
     def create(
         self,
@@ -74,73 +81,84 @@ class VectorStoreDB:
         with self.database.transaction() as connection:
             connection.execute(
                 "INSERT INTO vector_stores (id, name, description, metadata, expires_after_days, "
-                "created_at, last_active_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (store_id, name, description, _json(metadata), expires_after_days, now, now),
+                "created_at, last_active_at, project) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    store_id,
+                    name,
+                    description,
+                    _json(metadata),
+                    expires_after_days,
+                    now,
+                    now,
+                    self.project,
+                ),
             )
-            _attach(connection, store_id, attachments, None)
-            return _store(connection, store_id)
+            _attach(connection, store_id, attachments, None, self.project)
+            return _store(connection, store_id, self.project)
 
     def get(self, store_id: str) -> VectorStoreRecord | None:
         with self.database.reading() as connection:
-            return _store(connection, store_id, required=False)
+            return _store(connection, store_id, self.project, required=False)
 
     def page(self, page: PageRequest) -> tuple[list[VectorStoreRecord], bool]:
         with self.database.reading() as connection:
-            rows, has_more = select_page(connection, STORE_COLUMNS, _STORES, (), page)
+            rows, has_more = select_page(connection, STORE_COLUMNS, _STORES, (self.project,), page)
         return [store_from_row(row) for row in rows], has_more
 
     def update(self, store_id: str, changes: dict[str, Any]) -> VectorStoreRecord | None:
         """Set ``name``, ``metadata`` and/or ``expires_after_days`` (None removes the expiry)."""
         values = {key: _json(v) if key == "metadata" else v for key, v in changes.items()}
         with self.database.transaction() as connection:
-            if _store(connection, store_id, required=False) is None:
+            if _store(connection, store_id, self.project, required=False) is None:
                 return None
             for column, value in values.items():
                 assert column in ("name", "metadata", "expires_after_days"), column
                 connection.execute(
                     f"UPDATE vector_stores SET {column} = ? WHERE id = ?", (value, store_id)
                 )
-            return _store(connection, store_id)
+            return _store(connection, store_id, self.project)
 
     def delete(self, store_id: str) -> bool:
         with self.database.transaction() as connection:
-            deleted = connection.execute("DELETE FROM vector_stores WHERE id = ?", (store_id,))
+            deleted = connection.execute(
+                "DELETE FROM vector_stores WHERE id = ? AND project = ?", (store_id, self.project)
+            )
             return deleted.rowcount == 1
 
     def touch(self, store_ids: Sequence[str]) -> None:
         """Mark the stores used now (their expiry counts from their last use)."""
         with self.database.transaction() as connection:
             connection.executemany(
-                "UPDATE vector_stores SET last_active_at = ? WHERE id = ?",
-                [(int(time.time()), store_id) for store_id in store_ids],
+                "UPDATE vector_stores SET last_active_at = ? WHERE id = ? AND project = ?",
+                [(int(time.time()), store_id, self.project) for store_id in store_ids],
             )
 
     def attach(self, store_id: str, attachments: Sequence[Attachment]) -> list[StoreFileRecord]:
         """Attach files (again: their attributes are replaced); all or none."""
         with self.database.transaction() as connection:
-            _store(connection, store_id)
-            _attach(connection, store_id, attachments, None)
-            return [_store_file(connection, store_id, a.file_id) for a in attachments]
+            _store(connection, store_id, self.project)
+            _attach(connection, store_id, attachments, None, self.project)
+            return [_store_file(connection, store_id, a.file_id, self.project) for a in attachments]
 
     def create_batch(self, store_id: str, attachments: Sequence[Attachment]) -> BatchRecord:
         batch_id = _new_id("vsfb")
         with self.database.transaction() as connection:
-            _store(connection, store_id)
+            _store(connection, store_id, self.project)
             connection.execute(
                 "INSERT INTO vector_store_file_batches (id, vector_store_id, created_at) "
                 "VALUES (?, ?, ?)",
                 (batch_id, store_id, int(time.time())),
             )
-            _attach(connection, store_id, attachments, batch_id)
-            return _batch(connection, store_id, batch_id)
+            _attach(connection, store_id, attachments, batch_id, self.project)
+            return _batch(connection, store_id, batch_id, self.project)
 
     def get_batch(self, store_id: str, batch_id: str) -> BatchRecord | None:
         with self.database.reading() as connection:
-            return _batch(connection, store_id, batch_id)
+            return _batch(connection, store_id, batch_id, self.project)
 
     def get_file(self, store_id: str, file_id: str) -> StoreFileRecord | None:
         with self.database.reading() as connection:
-            return _store_file(connection, store_id, file_id)
+            return _store_file(connection, store_id, file_id, self.project)
 
     def page_files(
         self,
@@ -149,7 +167,7 @@ class VectorStoreDB:
         status: str | None = None,
         batch_id: str | None = None,
     ) -> tuple[list[StoreFileRecord], bool]:
-        scope, parameters = "v.vector_store_id = ?", (store_id,)
+        scope, parameters = f"v.vector_store_id = ? AND {OWN_STORE}", (store_id, self.project)
         if status is not None:
             scope, parameters = f"{scope} AND {STORE_FILE_STATUS} = ?", (*parameters, status)
         if batch_id is not None:
@@ -164,17 +182,18 @@ class VectorStoreDB:
     ) -> StoreFileRecord | None:
         with self.database.transaction() as connection:
             connection.execute(
-                "UPDATE vector_store_files SET attributes = ? "
-                "WHERE vector_store_id = ? AND file_id = ?",
-                (_json(attributes), store_id, file_id),
+                "UPDATE vector_store_files AS v SET attributes = ? "
+                f"WHERE v.vector_store_id = ? AND v.file_id = ? AND {OWN_STORE}",
+                (_json(attributes), store_id, file_id, self.project),
             )
-            return _store_file(connection, store_id, file_id)
+            return _store_file(connection, store_id, file_id, self.project)
 
     def detach(self, store_id: str, file_id: str) -> bool:
         with self.database.transaction() as connection:
             detached = connection.execute(
-                "DELETE FROM vector_store_files WHERE vector_store_id = ? AND file_id = ?",
-                (store_id, file_id),
+                "DELETE FROM vector_store_files AS v "
+                f"WHERE v.vector_store_id = ? AND v.file_id = ? AND {OWN_STORE}",
+                (store_id, file_id, self.project),
             )
             return detached.rowcount == 1
 
@@ -183,18 +202,19 @@ class VectorStoreDB:
         with self.database.reading() as connection:
             rows = connection.execute(
                 f"SELECT {STORE_FILE_COLUMNS} FROM {STORE_FILES} "
-                f"WHERE v.vector_store_id IN ({in_marks(store_ids)}) "
+                f"WHERE v.vector_store_id IN ({in_marks(store_ids)}) AND {OWN_STORE} "
                 "AND d.status != 'pending' ORDER BY v.seq",
-                tuple(store_ids),
+                (*store_ids, self.project),
             ).fetchall()
         return [store_file_from_row(row) for row in rows]
 
 
 def _store(
-    connection: sqlite3.Connection, store_id: str, required: bool = True
+    connection: sqlite3.Connection, store_id: str, project: str, required: bool = True
 ) -> VectorStoreRecord | None:
     row = connection.execute(
-        f"SELECT {STORE_COLUMNS} FROM vector_stores s WHERE s.id = ?", (store_id,)
+        f"SELECT {STORE_COLUMNS} FROM vector_stores s WHERE s.id = ? AND s.project = ?",
+        (store_id, project),
     ).fetchone()
     if row is None and required:
         raise UnknownVectorStore(store_id)
@@ -202,21 +222,24 @@ def _store(
 
 
 def _store_file(
-    connection: sqlite3.Connection, store_id: str, file_id: str
+    connection: sqlite3.Connection, store_id: str, file_id: str, project: str
 ) -> StoreFileRecord | None:
     row = connection.execute(
         f"SELECT {STORE_FILE_COLUMNS} FROM {STORE_FILES} "
-        "WHERE v.vector_store_id = ? AND v.file_id = ?",
-        (store_id, file_id),
+        f"WHERE v.vector_store_id = ? AND v.file_id = ? AND {OWN_STORE}",
+        (store_id, file_id, project),
     ).fetchone()
     return None if row is None else store_file_from_row(row)
 
 
-def _batch(connection: sqlite3.Connection, store_id: str, batch_id: str) -> BatchRecord | None:
+def _batch(
+    connection: sqlite3.Connection, store_id: str, batch_id: str, project: str
+) -> BatchRecord | None:
     row = connection.execute(
         f"SELECT {BATCH_COLUMNS} FROM vector_store_file_batches b "
-        "WHERE b.id = ? AND b.vector_store_id = ?",
-        (batch_id, store_id),
+        "WHERE b.id = ? AND b.vector_store_id = ? "
+        "AND b.vector_store_id IN (SELECT id FROM vector_stores WHERE project = ?)",
+        (batch_id, store_id, project),
     ).fetchone()
     return None if row is None else batch_from_row(row)
 
@@ -226,13 +249,15 @@ def _attach(
     store_id: str,
     attachments: Sequence[Attachment],
     batch_id: str | None,
+    project: str,
 ) -> None:
+    """Attach the project's files; another project's file id is as unknown as a made-up one."""
     file_ids = [attachment.file_id for attachment in attachments]
     known = {
         row[0]
         for row in connection.execute(
-            f"SELECT id FROM files WHERE id IN ({in_marks(file_ids)})",
-            tuple(file_ids),
+            f"SELECT id FROM files WHERE id IN ({in_marks(file_ids)}) AND project = ?",
+            (*file_ids, project),
         )
     }
     unknown = [file_id for file_id in dict.fromkeys(file_ids) if file_id not in known]

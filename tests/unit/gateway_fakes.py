@@ -68,7 +68,7 @@ class WordEmbedder:
 
 def ready_app(**overrides: Any) -> FastAPI:
     """The app as it serves once loaded: model ``m`` served as ``served``."""
-    settings = Settings(model="m", served_model_name="served", api_keys=KEY, **overrides)
+    settings = Settings(model="m", served_model_name="served", **{"api_keys": KEY, **overrides})
     app = create_app(settings)
     state = app.state.ragblend
     state.engine = FakeEngine()

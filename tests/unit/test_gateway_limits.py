@@ -13,8 +13,9 @@ from fastapi import FastAPI
 from gateway.app import create_app
 from gateway.http.admission import check_choice_count
 from gateway.http.errors import APIError
-from gateway.http.limits import bearer_key_valid, body_limit
+from gateway.http.limits import body_limit
 from gateway.http.metrics import route_label
+from gateway.http.projects import ANONYMOUS, Caller, KeyRing, parse_entries
 from gateway.settings import Settings
 
 KEY = "test-key"
@@ -146,11 +147,12 @@ async def test_open_paths_need_no_key_and_docs_do() -> None:
     ],
 )
 def test_bearer_keys_are_compared_as_bytes(header: bytes, valid: bool) -> None:
-    assert bearer_key_valid([(b"authorization", header)], ["test-key", "ключ"]) is valid
+    keys = KeyRing(parse_entries(["test-key", "ключ:ru"], "keys"), None)
+    assert (keys.caller([(b"authorization", header)]) is not None) is valid
 
 
 def test_no_keys_configured_means_open() -> None:
-    assert bearer_key_valid([], [])
+    assert KeyRing({}, None).caller([]) == ANONYMOUS == Caller("default", admin=False)
 
 
 def test_document_routes_take_the_ingest_limit() -> None:

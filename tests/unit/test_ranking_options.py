@@ -121,7 +121,7 @@ def retrieved(served, retrieval: dict[str, Any]) -> list[str]:
     messages = [{"role": "user", "content": QUESTION}]
     fields = ChatCompletionRequest(model="served", messages=messages, retrieval=retrieval)
     state = http.app.state.ragblend
-    chunks = asyncio.run(request_chunks(fields, QUESTION, state))
+    chunks = asyncio.run(request_chunks(fields, QUESTION, state, "default"))
     assert chunks is not None
     files = [state.rag_objects.files.get(source["document_id"]) for source in chunks.sources]
     return [file.filename.removesuffix(".txt") for file in files]  # a file's document: its id

@@ -82,7 +82,7 @@ def test_a_chunks_context_is_its_nearest_others_most_similar_last(open_library, 
     assert context_order(nearest) == [chunk_of(library, 0), chunk_of(library, 40)]
 
     row = library.store.chunks_for([chunk_of(library, 30)])[0]
-    context = NeighbourContext(library, tokenizer, K).of(row)
+    context = NeighbourContext(library, tokenizer, K).of(row, "default")
     separator = chunk_separator(tokenizer)
     assert [tokenizer.decode(ids) for ids in context] == [
         "A note at 0 degrees." + tokenizer.decode(separator),
@@ -94,7 +94,7 @@ def test_a_lone_chunk_or_one_not_indexed_has_no_context(open_library, tokenizer)
     library = open_library()
     library.ingest([note(10)])
     row = library.store.chunks_for([chunk_of(library, 10)])[0]
-    assert NeighbourContext(library, tokenizer, K).of(row) is None
+    assert NeighbourContext(library, tokenizer, K).of(row, "default") is None
     assert nearest_chunks(VectorIndex(2), row.id, K) is None
 
 

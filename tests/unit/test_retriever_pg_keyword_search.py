@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from retriever.db.pg_schema import SCHEMA_VERSION
 from retriever.library.facade import Library
 from retriever.search.ranking import Ranking
 from tests.unit import pg_library_parts
@@ -69,9 +70,11 @@ def test_a_library_written_before_keyword_search_gets_its_chunks_indexed(replica
     with postgres.connect() as connection:  # as schema version 2 left it
         connection.execute("DROP INDEX chunks_by_word")
         connection.execute("ALTER TABLE chunks DROP COLUMN search_words")
+        for table in ("documents", "files", "vector_stores", "responses"):  # version 4's
+            connection.execute(f"ALTER TABLE {table} DROP COLUMN project")
         connection.execute("UPDATE library_schema SET version = 2")
     upgraded = replicas("new")
     assert ids(upgraded.search("F-2291", top_k=3, ranking=KEYWORDS)) == ["pump"]
     with postgres.connect() as connection:
         versions = connection.execute("SELECT max(version) FROM library_schema").fetchone()
-    assert versions == (3,)
+    assert versions == (SCHEMA_VERSION,)

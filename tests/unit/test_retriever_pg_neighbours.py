@@ -91,6 +91,8 @@ def test_a_version_1_library_gains_stale_marks(database_url, postgres):
     with postgres.connect() as connection:
         connection.execute("ALTER TABLE chunks DROP COLUMN kv_stale")
         connection.execute("ALTER TABLE chunks DROP COLUMN search_words")  # version 3's
+        for table in ("documents", "files", "vector_stores", "responses"):  # version 4's
+            connection.execute(f"ALTER TABLE {table} DROP COLUMN project")
         connection.execute("DELETE FROM library_schema")
         connection.execute("INSERT INTO library_schema VALUES (1)")
     PgDatabase(database_url).close()

@@ -1,0 +1,166 @@
+"""Who a request is: the project its API key belongs to, and whether that key is an admin's.
+
+``RAGBLEND_API_KEYS`` (and, one entry a line, ``RAGBLEND_API_KEYS_FILE``) hold entries ``key``,
+``key:project`` or ``key:project:admin``; a bare key belongs to the ``default`` project, so the
+format from before projects keeps its meaning. Every stored object belongs to one project and a
+key sees only its own project's (`retriever` scopes each query). With no keys at all,
+authentication is off and every request is ``default``.
+
+The key file is read again when its modification time changes (checked at most once a request)
+and on SIGHUP, so keys rotate without a restart. A file that no longer parses keeps the keys
+read before, with an error in the log, rather than locking everyone out.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import re
+import threading
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from retriever import DEFAULT_PROJECT
+
+log = logging.getLogger(__name__)
+PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+"""Project names: 1-64 letters, digits, ``_`` or ``-``, starting with a letter or digit."""
+ADMIN = "admin"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The principal behind a request."""
+
+    project: str = DEFAULT_PROJECT
+    admin: bool = False
+
+
+ANONYMOUS = Caller()
+"""Every request when authentication is off."""
+
+
+def parse_entries(entries: Iterable[str], source: str) -> dict[str, Caller]:
+    """Keys and their callers from ``key[:project[:admin]]`` entries; blank entries and, in a
+    file, lines starting with ``#`` are skipped. A bad entry raises ValueError naming ``source``
+    and the entry's position (never the key itself: it is a secret)."""
+    callers: dict[str, Caller] = {}
+    for position, raw in enumerate(entries, start=1):
+        entry = raw.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        key, *rest = (part.strip() for part in entry.split(":"))
+        where = f"{source} entry {position}"
+        if not key:
+            raise ValueError(f"{where} has an empty key; entries are key[:project[:admin]]")
+        if len(rest) > 2 or (len(rest) == 2 and rest[1] != ADMIN):
+            raise ValueError(
+                f"{where} is not key, key:project or key:project:admin (the third part may "
+                f"only be '{ADMIN}')"
+            )
+        project = rest[0] if rest else DEFAULT_PROJECT
+        if not PROJECT_NAME.fullmatch(project):
+            raise ValueError(
+                f"{where} names project {project!r}; a project is 1-64 letters, digits, '_' or "
+                "'-', starting with a letter or digit"
+            )
+        caller = Caller(project, admin=len(rest) == 2)
+        if callers.get(key, caller) != caller:
+            raise ValueError(f"{where} repeats a key with another project or role")
+        callers[key] = caller
+    return callers
+
+
+def read_key_file(path: Path) -> dict[str, Caller]:
+    """The entries of a key file, one a line; OSError and ValueError (naming the file) raise."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return parse_entries(lines, f"RAGBLEND_API_KEYS_FILE ({path})")
+
+
+class KeyRing:
+    """The keys in force: the settings' entries and the key file's, the file's kept current."""
+
+    def __init__(self, entries: Mapping[str, Caller], file: Path | None) -> None:
+        self._fixed = dict(entries)
+        self._file = file
+        self._lock = threading.Lock()
+        self._file_mtime: int | None = None
+        self._from_file: dict[str, Caller] = {}
+        if file is not None:
+            self._file_mtime = os.stat(file).st_mtime_ns
+            self._from_file = read_key_file(file)
+        self._check_overlap(self._from_file)
+
+    @property
+    def projects(self) -> list[str]:
+        """The projects keys name now (``default`` when authentication is off), sorted."""
+        callers = {**self._fixed, **self._current()}.values()
+        return sorted({caller.project for caller in callers} or {DEFAULT_PROJECT})
+
+    def caller(self, headers: Iterable[tuple[bytes, bytes]]) -> Caller | None:
+        """The caller whose key ASGI ``headers`` carry as ``Authorization: Bearer <key>``; None
+        when they carry no key. Keys are compared as bytes in constant time, so any header value
+        (non-ASCII included) is just wrong."""
+        keys = {**self._fixed, **self._current()}
+        if not keys:
+            return ANONYMOUS
+        token = bearer_token(headers)
+        if token is None:
+            return None
+        found = None
+        for key, caller in keys.items():
+            if hmac.compare_digest(token, key.encode("utf-8")):
+                found = caller
+        return found
+
+    def reload(self) -> None:
+        """Read the key file again now (SIGHUP)."""
+        self._refresh(force=True)
+
+    def _current(self) -> dict[str, Caller]:
+        self._refresh(force=False)
+        return self._from_file
+
+    def _refresh(self, force: bool) -> None:
+        if self._file is None:
+            return
+        with self._lock:
+            try:
+                mtime = os.stat(self._file).st_mtime_ns
+                if not force and mtime == self._file_mtime:
+                    return
+                entries = read_key_file(self._file)
+                self._check_overlap(entries)
+            except (OSError, ValueError) as error:
+                log.error("keeping the API keys read before: %s", error)
+                return
+            self._file_mtime, self._from_file = mtime, entries
+            log.info("read %d API keys from %s", len(entries), self._file)
+
+    def _check_overlap(self, from_file: Mapping[str, Caller]) -> None:
+        clash = [key for key, caller in from_file.items() if self._fixed.get(key, caller) != caller]
+        if clash:
+            raise ValueError(
+                f"RAGBLEND_API_KEYS_FILE gives {len(clash)} key(s) of RAGBLEND_API_KEYS another "
+                "project or role"
+            )
+
+
+def kv_salt(project: str, shared: Collection[str]) -> str:
+    """The salt of `project`'s chunk KV and prefix-cache entries: its name, so that no project
+    hits, or can time, another's cached text; empty for the projects in `shared`, which hit one
+    another's (and so can tell what the others sent: the timing side channel they accept)."""
+    return "" if project in shared else project
+
+
+def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The token of ``Authorization: Bearer <token>`` in ASGI ``headers``; None without one."""
+    value = next((value for name, value in headers if name.lower() == b"authorization"), None)
+    if value is None:
+        return None
+    scheme, _, token = value.partition(b" ")
+    if scheme.lower() != b"bearer":
+        return None
+    return token.strip()

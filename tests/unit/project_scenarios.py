@@ -1,0 +1,92 @@
+"""What two projects sharing one library must never see of each other, written once and run on
+both backends (`test_retriever_projects` on SQLite, `test_retriever_pg_projects` on PostgreSQL)."""
+
+from __future__ import annotations
+
+import pytest
+
+from retriever.library.documents import NewDocument
+from retriever.library.facade import Library
+from retriever.objects.cursor_pages import PageRequest, UnknownCursor
+from retriever.objects.rag_objects import RagObjects
+from retriever.objects.response_store import StoredResponse as StoredResponse
+from retriever.objects.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore
+from retriever.search.ranking import Ranking
+
+SECRET = NewDocument("pump", "The sea pump shows fault F-2291 when its valve sticks in the sea.")
+SAME_TEXT = NewDocument(None, "A cat and a dog share the garden; the dog digs and the cat naps.")
+KEYWORDS = Ranking(embedding_weight=0.0, text_weight=1.0)
+HYBRID = Ranking(embedding_weight=1.0, text_weight=1.0)
+RANKINGS = (Ranking(), KEYWORDS, HYBRID)
+
+
+def documents_stay_in_their_project(library: Library) -> None:
+    """Ingest, search (every ranking), get, list and delete see only the caller's project; the
+    same text in two projects is two documents."""
+    [secret, a_copy] = library.ingest([SECRET, SAME_TEXT], project="a")
+    [b_copy] = library.ingest([SAME_TEXT], project="b")
+    assert secret.created and a_copy.created and b_copy.created
+    assert a_copy.id != b_copy.id  # not de-duplicated across projects
+    for ranking in RANKINGS:
+        for query in ("fault F-2291 sea pump valve", "cat dog garden"):
+            found = {
+                hit.document_id for hit in library.search(query, 5, ranking=ranking, project="b")
+            }
+            assert found <= {b_copy.id}, (ranking, query)
+            assert library.search(query, 5, ranking=ranking, project="c") == []
+        in_a = library.search("fault F-2291 sea pump", 5, ranking=ranking, project="a")
+        assert "pump" in {hit.document_id for hit in in_a}
+    assert library.search("sea pump", 5, document_ids=["pump"], project="b") == []
+    assert library.get("pump", project="b") is None
+    assert library.get("pump", project="a").project == "a"
+    rows, total = library.list(project="b")
+    assert ([row.id for row in rows], total) == ([b_copy.id], 1)
+    assert library.list(project="a")[1] == 2
+    assert library.delete("pump", project="b") is None
+    assert library.get("pump", project="a") is not None
+    assert library.delete(b_copy.id, project="b") is not None
+    assert library.get(a_copy.id, project="a") is not None  # the other copy stays
+
+
+def objects_stay_in_their_project(library: Library, objects: RagObjects) -> None:
+    """Files, vector stores (their files and batches) and stored responses: another project's id
+    is as unknown as a made-up one, and nothing of it changes."""
+    [document] = library.ingest([SECRET], project="a")
+    a, b = objects.in_project("a"), objects.in_project("b")
+    a.files.add("file-a", document.id, True, "secret.txt", "assistants", b"secret bytes")
+    store = a.vector_stores.create("docs", None, {}, None, [Attachment("file-a", {"k": "v"})])
+    batch = a.vector_stores.create_batch(store.id, [Attachment("file-a", {"k": "v"})])
+    a.responses.save(StoredResponse("resp_a", {"output": "secret"}, [{"role": "user"}]))
+
+    assert b.files.get("file-a") is None and b.files.content("file-a") is None
+    assert b.files.page(PageRequest()) == ([], False)
+    with pytest.raises(UnknownCursor):
+        b.files.page(PageRequest(after="file-a"))
+    assert b.files.delete("file-a") == (False, None)
+    assert b.files.move_to_document("file-a", "elsewhere", True) is None
+    assert b.vector_stores.get(store.id) is None
+    assert b.vector_stores.page(PageRequest()) == ([], False)
+    assert b.vector_stores.update(store.id, {"name": "mine"}) is None
+    assert b.vector_stores.get_batch(store.id, batch.id) is None
+    assert b.vector_stores.get_file(store.id, "file-a") is None
+    assert b.vector_stores.page_files(store.id, PageRequest()) == ([], False)
+    assert b.vector_stores.set_attributes(store.id, "file-a", {"k": "changed"}) is None
+    assert b.vector_stores.detach(store.id, "file-a") is False
+    assert b.vector_stores.searchable_files([store.id]) == []
+    with pytest.raises(UnknownVectorStore):
+        b.vector_stores.attach(store.id, [])
+    with pytest.raises(UnknownVectorStore):
+        b.vector_stores.create_batch(store.id, [])
+    own = b.vector_stores.create("mine", None, {}, None, [])
+    with pytest.raises(UnknownFiles):
+        b.vector_stores.attach(own.id, [Attachment("file-a", {})])
+    assert b.vector_stores.delete(store.id) is False
+    assert b.responses.get("resp_a") is None and b.responses.delete("resp_a") is False
+
+    assert a.files.content("file-a") == b"secret bytes"
+    kept = a.vector_stores.get_file(store.id, "file-a")
+    assert kept is not None and kept.attributes == {"k": "v"}
+    assert a.vector_stores.get(store.id).name == "docs"
+    assert [f.file_id for f in a.vector_stores.searchable_files([store.id, own.id])] == ["file-a"]
+    assert a.responses.get("resp_a").body == {"output": "secret"}
+    assert [s.id for s in a.vector_stores.page(PageRequest())[0]] == [store.id]

@@ -1,0 +1,75 @@
+"""Projects in the shared (PostgreSQL) library, on a real server: each sees only its own
+documents, chunks, files, vector stores and responses, from every replica, and a database written
+before projects is upgraded with all of it in `default`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from retriever.db.pg_schema import SCHEMA_VERSION
+from retriever.library.facade import Library
+from retriever.objects.rag_objects import RagObjects
+from tests.unit import pg_library_parts, project_scenarios
+from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder
+
+postgres = pg_library_parts.postgres
+database_url = pg_library_parts.database_url
+
+
+@pytest.fixture
+def replicas(
+    tmp_path: Path, database_url: str
+) -> Iterator[Callable[[str], tuple[Library, RagObjects]]]:
+    opened: list[Library | RagObjects] = []
+
+    def open_replica(name: str) -> tuple[Library, RagObjects]:
+        library = Library(
+            tmp_path / name, CharTokenizer(), WordEmbedder(), "flat", 400, database_url
+        )
+        objects = RagObjects(tmp_path / name / "unused.sqlite3", database_url)
+        opened.extend((library, objects))
+        return library, objects
+
+    yield open_replica
+    for each in reversed(opened):
+        each.close()
+
+
+def test_documents_stay_in_their_project(replicas):
+    project_scenarios.documents_stay_in_their_project(replicas("a")[0])
+
+
+def test_objects_stay_in_their_project(replicas):
+    project_scenarios.objects_stay_in_their_project(*replicas("a"))
+
+
+def test_another_replica_keeps_the_projects_apart(replicas):
+    first, _ = replicas("first")
+    first.ingest([project_scenarios.SECRET], project="a")
+    second, objects = replicas("second")
+    assert second.search("fault F-2291 sea pump", 3, project="b") == []
+    assert [hit.document_id for hit in second.search("fault F-2291", 3, project="a")] == ["pump"]
+    assert objects.in_project("b").vector_stores.searchable_files(["vs_x"]) == []
+
+
+def test_a_database_written_before_projects_is_upgraded_into_default(replicas, postgres):
+    old, objects = replicas("old")
+    old.ingest([project_scenarios.SECRET])
+    objects.responses.save(project_scenarios.StoredResponse("resp_1", {}, []))
+    with postgres.connect() as connection:  # as schema version 3 left it
+        for table in ("documents", "files", "vector_stores", "responses"):
+            connection.execute(f"ALTER TABLE {table} DROP COLUMN project")
+        connection.execute("DELETE FROM library_schema")
+        connection.execute("INSERT INTO library_schema VALUES (3)")
+    upgraded, new_objects = replicas("new")
+    assert upgraded.get("pump").project == "default"
+    assert [hit.document_id for hit in upgraded.search("fault F-2291", 2)] == ["pump"]
+    assert upgraded.search("fault F-2291", 2, project="other") == []
+    assert new_objects.responses.get("resp_1") is not None
+    assert new_objects.in_project("other").responses.get("resp_1") is None
+    with postgres.connect() as connection:
+        version = connection.execute("SELECT max(version) FROM library_schema").fetchone()
+    assert version == (SCHEMA_VERSION,)

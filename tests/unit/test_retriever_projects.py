@@ -1,0 +1,79 @@
+"""Projects in the embedded (SQLite) library: each sees only its own documents, chunks, files,
+vector stores and responses, and a library written before projects opens with all of it in
+`default`."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from retriever.db.sqlite_schema import _MIGRATIONS, _SCHEMA
+from retriever.library.facade import STORE_FILE, Library
+from retriever.objects.cursor_pages import PageRequest
+from retriever.objects.rag_objects import RagObjects
+from tests.unit import project_scenarios
+from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder
+
+
+@pytest.fixture
+def opened(tmp_path: Path) -> Iterator[tuple[Library, RagObjects]]:
+    library = Library(tmp_path / "library", CharTokenizer(), WordEmbedder(), chunk_tokens=400)
+    objects = RagObjects(tmp_path / "library" / STORE_FILE)
+    yield library, objects
+    objects.close()
+    library.close()
+
+
+def test_documents_stay_in_their_project(opened):
+    project_scenarios.documents_stay_in_their_project(opened[0])
+
+
+def test_objects_stay_in_their_project(opened):
+    project_scenarios.objects_stay_in_their_project(*opened)
+
+
+def test_a_library_written_before_projects_opens_with_everything_in_default(tmp_path):
+    path = tmp_path / "library" / STORE_FILE
+    path.parent.mkdir()
+    legacy = sqlite3.connect(path)
+    for statement in _SCHEMA + tuple(s for v in (2, 3, 4, 5) for s in _MIGRATIONS[v]):
+        legacy.execute(statement)
+    legacy.execute("PRAGMA user_version = 5")
+    legacy.execute("INSERT INTO documents VALUES ('pump', 'h', '{}', 'indexed', 0, 1, 24)")
+    legacy.execute(
+        "INSERT INTO chunks (document_id, chunk_index, text, token_ids) "
+        "VALUES ('pump', 0, 'fault F-2291 in the pump', x'01000000')"
+    )
+    legacy.execute(
+        "INSERT INTO files (id, document_id, owns_document, filename, purpose, bytes, content, "
+        "created_at) VALUES ('file-1', 'pump', 1, 'pump.txt', 'assistants', 3, x'616263', 0)"
+    )
+    legacy.execute(
+        "INSERT INTO vector_stores (id, name, metadata, created_at, last_active_at) "
+        "VALUES ('vs_1', 'docs', '{}', 0, 0)"
+    )
+    legacy.execute(
+        "INSERT INTO responses (id, body, conversation, created_at) "
+        "VALUES ('resp_1', '{}', '[]', 0)"
+    )
+    legacy.commit()
+    legacy.close()
+    library = Library(tmp_path / "library", CharTokenizer(), WordEmbedder())
+    objects = RagObjects(path)
+    try:
+        assert library.get("pump").project == "default"
+        assert [hit.document_id for hit in library.search("F-2291", 2)] == ["pump"]
+        assert library.search("F-2291", 2, project="other") == []
+        assert objects.files.content("file-1") == b"abc"
+        assert objects.vector_stores.get("vs_1").name == "docs"
+        assert objects.responses.get("resp_1") is not None
+        other = objects.in_project("other")
+        assert other.files.page(PageRequest()) == ([], False)
+        assert other.vector_stores.get("vs_1") is None
+        assert other.responses.get("resp_1") is None
+    finally:
+        objects.close()
+        library.close()
