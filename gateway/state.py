@@ -15,6 +15,7 @@ from gateway.http.admission import AdmissionGate
 from gateway.http.errors import APIError
 from gateway.http.limits import bearer_key_valid, unauthorized
 from gateway.http.shutdown import Shutdown
+from gateway.rag.passage_index import KnownPassages
 from gateway.settings import Settings
 
 if TYPE_CHECKING:
@@ -44,10 +45,13 @@ class AppState:
     created: int = field(default_factory=lambda: int(time.time()))
     shutdown: Shutdown = field(init=False)
     """Begun on SIGTERM; its deadline ends the generations still open."""
+    passages: KnownPassages = field(init=False)
+    """What ``blend.segment`` finds pasted into prompts."""
 
     def __post_init__(self) -> None:
         self.gate = AdmissionGate(self.settings.max_concurrent_requests)
         self.shutdown = Shutdown(self.settings.shutdown_timeout)
+        self.passages = KnownPassages(self.settings.pasted_passages_max)
 
     @property
     def ready(self) -> bool:

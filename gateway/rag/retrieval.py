@@ -16,6 +16,7 @@ async def request_chunks(fields: SamplingFields, query: str, state: AppState) ->
     """The chunks to place before the question, or None for a plain request."""
     documents = fields.document_texts
     if documents is not None:
+        state.passages.remember(documents)
         return document_chunks(documents, state.tokenizer)
     options = fields.retrieval
     if options is None and state.settings.retrieval_by_default and state.library is not None:
