@@ -40,7 +40,8 @@ class Occurrence:
 
 
 AnchorMap = Mapping[int, Collection[PassageKey]]
-"""Anchor (``anchor_of`` a passage) -> the keys of the passages filed under it."""
+"""Anchor (``anchor_of`` a passage) -> the keys of the passages filed under it (a key may be
+listed more than once)."""
 
 
 def passage_key(text: str) -> PassageKey:
@@ -58,12 +59,18 @@ def anchor_of(text: str) -> int | None:
 def occurrences(text: str, anchors: AnchorMap) -> list[Occurrence]:
     """Every place where a passage filed in ``anchors`` stands in ``text``, overlapping ones
     included, by start and then longest first."""
-    found = []
-    for start in range(len(text) - WINDOW + 1):
-        for key in anchors.get(hash(text[start : start + WINDOW]), ()):
-            end = start + key.length
-            if end <= len(text) and passage_key(text[start:end]) == key:
-                found.append(Occurrence(start, end, key))
+    get = anchors.get
+    candidates = [
+        (start, keys)
+        for start in range(len(text) - WINDOW + 1)
+        if (keys := get(hash(text[start : start + WINDOW])))
+    ]
+    found = {
+        Occurrence(start, start + key.length, key)
+        for start, keys in candidates
+        for key in keys
+        if start + key.length <= len(text) and passage_key(text[start : start + key.length]) == key
+    }
     return sorted(found, key=lambda hit: (hit.start, -hit.end))
 
 

@@ -44,8 +44,8 @@ class PassageIndex:
     def __init__(self, max_passages: int | None = None) -> None:
         self.max_passages = max_passages
         self._owners: OrderedDict[Hashable, tuple[int, PassageKey]] = OrderedDict()
-        self._anchors: dict[int, dict[PassageKey, int]] = {}
-        """Anchor -> key -> how many owners hold that passage."""
+        self._anchors: dict[int, list[PassageKey]] = {}
+        """Anchor -> the key of each owner's passage filed under it."""
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -63,8 +63,7 @@ class PassageIndex:
                 return True
             key = passage_key(text)
             self._owners[owner] = (anchor, key)
-            keys = self._anchors.setdefault(anchor, {})
-            keys[key] = keys.get(key, 0) + 1
+            self._anchors.setdefault(anchor, []).append(key)
             while self.max_passages is not None and len(self._owners) > self.max_passages:
                 self._forget(next(iter(self._owners)))
         return True
@@ -87,11 +86,9 @@ class PassageIndex:
     def _forget(self, owner: Hashable) -> None:
         anchor, key = self._owners.pop(owner)
         keys = self._anchors[anchor]
-        keys[key] -= 1
-        if not keys[key]:
-            del keys[key]
-            if not keys:
-                del self._anchors[anchor]
+        keys.remove(key)
+        if not keys:
+            del self._anchors[anchor]
 
 
 @dataclass(frozen=True)
