@@ -113,7 +113,7 @@ class Settings(BlendServerSettings):
         100_000,
         ge=0,
         description="Sent documents remembered so that `blend.segment` finds them pasted later "
-        "(about 200 bytes each; the least recently sent are forgotten first); 0: none.",
+        "(about 600 bytes each; the least recently sent are forgotten first); 0: none.",
     )
     retrieval_top_k: int = Field(
         6, ge=1, le=64, description="Chunks retrieved when a request does not say (`top_k`)."

@@ -2,7 +2,7 @@
 documents sent earlier with ``documents``.
 
 Both are held as anchors and content keys only (``gateway.rag.passage_finder``), never as text:
-about 200 bytes a passage. Sent documents are remembered as they arrive, at most
+about 600 bytes a passage. Sent documents are remembered as they arrive, at most
 ``RAGBLEND_PASTED_PASSAGES_MAX`` of them, the least recently sent forgotten first. Library chunks
 follow the library's vector index, which every replica keeps in step with the shared store: a
 segmenting request first files the chunks the index gained since the last one (reading their
