@@ -52,8 +52,8 @@ class PastedPrompt:
 
 def segmenting(fields: SamplingFields, settings: Settings, one_text: bool) -> bool:
     """Whether to look for pasted passages: ``blend.segment``, else the server's setting, for a
-    request without documents or retrieval whose prompt is one text. Asked for explicitly where
-    it cannot apply, it is a 400."""
+    request without documents or retrieval whose prompt is one text (it then does not retrieve
+    by default). Asked for explicitly where it cannot apply, it is a 400."""
     asked = None if fields.blend is None else fields.blend.segment
     plain = fields.documents is None and fields.retrieval is None
     if asked and not plain:

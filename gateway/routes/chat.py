@@ -45,7 +45,8 @@ async def create_chat_completion(
     assert engine is not None
     plan, sources, pasted_passages = None, None, None
     questions = [message.text for message in body.messages if message.role == "user"]
-    chunks = await request_chunks(body, questions[-1] if questions else "", state)
+    question = questions[-1] if questions else ""
+    chunks = None if segment else await request_chunks(body, question, state)
     if chunks is not None:
         chunked = chat_with_chunks(body.messages, chunks, state.tokenizer, tools)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)

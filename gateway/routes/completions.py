@@ -39,7 +39,7 @@ async def create_completion(
     engine = state.engine
     assert engine is not None
     plan, sources, pasted_passages = None, None, None
-    chunks = None if text is None else await request_chunks(body, text, state)
+    chunks = None if text is None or segment else await request_chunks(body, text, state)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks, state.tokenizer)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
