@@ -119,6 +119,18 @@ class Settings(BlendServerSettings):
         description="Retrieve from ingested documents when a request sends neither "
         "`documents` nor `retrieval`.",
     )
+    blend_segment: bool = Field(
+        False,
+        description="Find known passages (library chunks, documents sent before) pasted into "
+        "the prompt of requests without `documents` or `retrieval` and reuse their chunk KV, as "
+        "`blend.segment: true` does per request; costs a scan of each such prompt.",
+    )
+    pasted_passages_max: int = Field(
+        100_000,
+        ge=0,
+        description="Sent documents remembered so that `blend.segment` finds them pasted later "
+        "(about 600 bytes each; the least recently sent are forgotten first); 0: none.",
+    )
     retrieval_top_k: int = Field(
         6, ge=1, le=64, description="Chunks retrieved when a request does not say (`top_k`)."
     )

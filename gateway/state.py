@@ -17,6 +17,7 @@ from gateway.http.limits import CALLER, unauthorized
 from gateway.http.project_usage import UsageBook
 from gateway.http.projects import Caller, KeyRing, kv_salt
 from gateway.http.shutdown import Shutdown
+from gateway.rag.passage_index import KnownPassages
 from gateway.settings import Settings
 
 if TYPE_CHECKING:
@@ -50,11 +51,14 @@ class AppState:
     created: int = field(default_factory=lambda: int(time.time()))
     shutdown: Shutdown = field(init=False)
     """Begun on SIGTERM; its deadline ends the generations still open."""
+    passages: KnownPassages = field(init=False)
+    """What ``blend.segment`` finds pasted into prompts."""
 
     def __post_init__(self) -> None:
         self.gate = AdmissionGate(self.settings.max_concurrent_requests)
         self.keys = KeyRing(self.settings.key_callers, self.settings.api_keys_file)
         self.shutdown = Shutdown(self.settings.shutdown_timeout)
+        self.passages = KnownPassages(self.settings.pasted_passages_max)
 
     @property
     def ready(self) -> bool:

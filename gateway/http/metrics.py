@@ -36,6 +36,12 @@ BLEND_FALLBACKS = Counter(
     "ragblend_blend_fallbacks_total",
     "Blends that failed and were computed exactly instead (a full prefill of the chunks).",
 )
+PASTED_PASSAGES = Counter(
+    "ragblend_pasted_passages_total",
+    "Known passages found pasted into prompts (`blend.segment`) and placed as chunks, by where "
+    "they are known from: the library, or documents sent earlier.",
+    ["origin"],
+)
 
 PRECOMPUTED_CHUNKS = Counter(
     "ragblend_precomputed_chunks_total",

@@ -85,6 +85,8 @@ class PreparedRequest:
     """Retrieved chunks the prompt was built from, reported back to the client."""
     structured_outputs: StructuredOutputsParams | None = None
     """What decoding must follow: the JSON a required or named ``tool_choice`` asks for."""
+    pasted_passages: int | None = None
+    """With ``blend.segment``: how many known passages the prompt's chunks are."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,8 @@ def _with_extras(
 ) -> dict[str, Any]:
     """ragblend's additions: the blend summary and what retrieval used."""
     summary = generation.blend_summary()
+    if summary is not None and prepared.pasted_passages is not None:
+        summary["pasted_passages"] = prepared.pasted_passages
     if summary is not None:
         payload = {**payload, "blend": summary}
     if prepared.sources is not None:

@@ -24,6 +24,9 @@ class BlendOptions(BaseModel):
     metric: Metric | None = None
     """What picks the tokens to recompute (``RAGBLEND_BLEND_METRIC``'s values): a summarizing
     client may prefer ``v`` where the server's default for library chunks is ``probe``."""
+    segment: bool | None = None
+    """Find known passages pasted into the prompt and reuse their chunk KV (unset:
+    ``RAGBLEND_BLEND_SEGMENT``); only for requests without documents or retrieval."""
 
 
 class RetrievalOptions(BaseModel):

@@ -1,9 +1,10 @@
 """Assemble prompts with explicit chunks: token ids plus each chunk's span.
 
 A chunk's token ids are exactly what was (or will be) stored for it, so its cached KV is found
-wherever it lands. Sent ``documents`` are tokenized one by one, each with a trailing blank line;
-retrieved chunks use their stored ids, with blank-line separator tokens between them (outside
-the spans, recomputed like any uncached token).
+wherever it lands. Sent ``documents`` are tokenized one by one, their text alone, and retrieved
+chunks use their stored ids (the tokens of their text alone); blank-line separator tokens follow
+each chunk, outside the spans, recomputed like any uncached token. A chunk's ids are so the same
+whether it was sent, retrieved or pasted into a message (``gateway.rag.pasted_prompt``).
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def chunk_prefix(tokenizer: Any, kind: PrefixKind = "plain") -> list[int]:
 
 def document_chunks(documents: list[str], tokenizer: Any) -> Chunks:
     """Each document tokenized on its own, so its ids are the same wherever it is placed."""
-    encode = tokenizer.encode
-    return Chunks([encode(text + CHUNK_SEPARATOR, add_special_tokens=False) for text in documents])
+    ids = [tokenizer.encode(text, add_special_tokens=False) for text in documents]
+    return stored_chunks(ids, tokenizer)
 
 
 def chunk_separator(tokenizer: Any) -> list[int]:

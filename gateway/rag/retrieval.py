@@ -19,6 +19,7 @@ async def request_chunks(
     searches only `project`'s documents."""
     documents = fields.document_texts
     if documents is not None:
+        state.passages.remember(documents)
         return document_chunks(documents, state.tokenizer)
     options = fields.retrieval
     if options is None and state.settings.retrieval_by_default and state.library is not None:

@@ -20,6 +20,7 @@ from gateway.openai.tools import ToolCalling, parser_name, tool_calling
 from gateway.rag.blending import blend_plan
 from gateway.rag.chunked_prompt import chat_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
+from gateway.rag.pasted_prompt import pasted_chat, segmenting
 from gateway.rag.prompts import chat_prompt
 from gateway.rag.retrieval import request_chunks
 from gateway.state import CurrentState, Project, authorized, check_model, ready_state
@@ -38,23 +39,31 @@ async def create_chat_completion(
     parser = parser_name(state.settings.tool_parser, state.settings.model)
     calling = tool_calling(body.tools, body.tool_choice, body.parallel_tool_calls, parser)
     tools = None if calling is None else calling.template_tools()
+    segment = segmenting(body, state.settings, one_text=True)
     ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
-    plan, sources = None, None
+    plan, sources, pasted_passages = None, None, None
     questions = [message.text for message in body.messages if message.role == "user"]
-    chunks = await request_chunks(body, questions[-1] if questions else "", state, project)
+    question = questions[-1] if questions else ""
+    chunks = None if segment else await request_chunks(body, question, state, project)
     if chunks is not None:
         chunked = chat_with_chunks(body.messages, chunks, state.tokenizer, tools)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
         prompt, sources = chunked.token_ids, chunks.sources
+    elif segment:
+        pasted = await pasted_chat(body.messages, tools, state)
+        plan = pasted.plan(body.blend, state.settings, engine.blending, state.neighbour_contexts)
+        prompt, pasted_passages = pasted.prompt.token_ids, len(pasted.passages)
     else:
         prompt = chat_prompt(body.messages, state.tokenizer, tools)
     top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     completion_id, created = response_id("chatcmpl")
     response_format = ChatFormat(completion_id, created, body.model, calling, state.tokenizer)
     guided = None if calling is None else calling.structured_outputs()
-    prepared = PreparedRequest(body, [prompt], plan, top_logprobs, arrived, sources, guided)
+    prepared = PreparedRequest(
+        body, [prompt], plan, top_logprobs, arrived, sources, guided, pasted_passages
+    )
     return await respond(request, state, prepared, response_format)
 
 

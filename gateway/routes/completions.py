@@ -16,6 +16,7 @@ from gateway.openai.protocol import CompletionRequest, PromptInput
 from gateway.rag.blending import blend_plan
 from gateway.rag.chunked_prompt import completion_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
+from gateway.rag.pasted_prompt import pasted_completion, segmenting
 from gateway.rag.prompts import completion_prompts
 from gateway.rag.retrieval import request_chunks
 from gateway.state import CurrentState, Project, authorized, check_model, ready_state
@@ -33,20 +34,27 @@ async def create_completion(
     limit = state.settings.max_choices_per_request
     check_choice_count(_prompt_count(body.prompt), body.n, limit)
     text = _prompt_text(body)
+    segment = segmenting(body, state.settings, one_text=text is not None)
     ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
-    plan, sources = None, None
-    chunks = None if text is None else await request_chunks(body, text, state, project)
+    plan, sources, pasted_passages = None, None, None
+    chunks = None if text is None or segment else await request_chunks(body, text, state, project)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks, state.tokenizer)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
         prompts, sources = [chunked.token_ids], chunks.sources
+    elif text is not None and segment:
+        pasted = await pasted_completion(text, state)
+        plan = pasted.plan(body.blend, state.settings, engine.blending, state.neighbour_contexts)
+        prompts, pasted_passages = [pasted.prompt.token_ids], len(pasted.passages)
     else:
         prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)
     completion_id, created = response_id("cmpl")
     response_format = CompletionFormat(completion_id, created, body.model)
-    prepared = PreparedRequest(body, prompts, plan, body.logprobs, arrived, sources)
+    prepared = PreparedRequest(
+        body, prompts, plan, body.logprobs, arrived, sources, pasted_passages=pasted_passages
+    )
     return await respond(request, state, prepared, response_format)
 
 

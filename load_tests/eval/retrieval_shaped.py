@@ -49,12 +49,13 @@ async def precompute_variant(
 
     used = list(dict.fromkeys(doc for item in items for doc in item.documents))
     position = {text: pid for pid, text in enumerate(library.passages)}
-    tokens = document_chunks(library.passages, setup.tokenizer).token_ids
+    chunks = document_chunks(library.passages, setup.tokenizer)
+    tokens, separator = chunks.token_ids, list(chunks.separator)
     for count, text in enumerate(used, 1):
         pid = position[text]
         context = None
         if variant == "neighbours":
-            context = [tokens[other] for other in library.neighbours(pid, k)]
+            context = [tokens[other] + separator for other in library.neighbours(pid, k)]
         await cache.precompute(tokens[pid], context=context, replace=True)
         if count % 50 == 0:
             print(f"  {variant}: precomputed {count}/{len(used)}", file=sys.stderr)

@@ -1,0 +1,109 @@
+"""Prompts whose pasted passages become chunks (``blend.segment``, ``RAGBLEND_BLEND_SEGMENT``).
+
+A chat or completion request without ``documents`` or ``retrieval`` is rendered as usual (the
+chat template over every message, since stock RAG prompts put the passages in the system message,
+or the completion prompt), then scanned for the passages the server knows
+(``gateway.rag.passage_index``). The text is tokenized piece by piece: each found passage alone,
+exactly as its chunk was tokenized when stored (so its cached KV is found), and the text between
+passages as plain tokens, recomputed like any uncached token. The prompt is still a tokenization
+of the very same text. A passage at the prompt's first token stays plain: a chunk there would
+replace the attention sink every cached chunk was computed behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from engine.contract import BlendPlan, ChunkSpan
+from gateway.http import metrics
+from gateway.http.errors import APIError
+from gateway.openai.protocol import BlendOptions, ChatMessage, SamplingFields
+from gateway.openai.tool_prompt import render_chat
+from gateway.rag.blending import blend_plan
+from gateway.rag.chunked_prompt import ChunkedPrompt
+from gateway.rag.passage_index import FoundPassage
+from gateway.settings import Settings
+from gateway.state import AppState
+
+
+@dataclass(frozen=True)
+class PastedPrompt:
+    """A prompt with its found passages as chunks, and those passages."""
+
+    prompt: ChunkedPrompt
+    passages: tuple[FoundPassage, ...]
+
+    def plan(
+        self,
+        options: BlendOptions | None,
+        settings: Settings,
+        blending: bool,
+        neighbour_contexts: bool,
+    ) -> BlendPlan:
+        """The blend plan; a full prefill when no passage became a chunk. Library chunks'
+        recipe applies when every chunk is one precomputed behind its neighbours."""
+        if not self.passages:
+            options = (options or BlendOptions()).model_copy(update={"mode": "full"})
+        in_context = neighbour_contexts and all(p.origin == "library" for p in self.passages)
+        return blend_plan(self.prompt, options, settings, blending, in_context)
+
+
+def segmenting(fields: SamplingFields, settings: Settings, one_text: bool) -> bool:
+    """Whether to look for pasted passages: ``blend.segment``, else the server's setting, for a
+    request without documents or retrieval whose prompt is one text (it then does not retrieve
+    by default). Asked for explicitly where it cannot apply, it is a 400."""
+    asked = None if fields.blend is None else fields.blend.segment
+    plain = fields.documents is None and fields.retrieval is None
+    if asked and not plain:
+        message = "blend.segment finds passages in prompts without documents or retrieval."
+        raise APIError(400, message, param="blend.segment")
+    if asked and not one_text:
+        message = "blend.segment needs the prompt as one string."
+        raise APIError(400, message, param="blend.segment")
+    return plain and one_text and (settings.blend_segment if asked is None else asked)
+
+
+def split_prompt(
+    text: str, passages: list[FoundPassage], tokenizer: Any, head: list[int]
+) -> tuple[ChunkedPrompt, tuple[FoundPassage, ...]]:
+    """``head``, then ``text`` tokenized piece by piece with each passage a chunk span; the
+    passages that became chunks."""
+    ids, spans, placed, cursor = list(head), [], [], 0
+    for passage in passages:
+        before = tokenizer.encode(text[cursor : passage.start], add_special_tokens=False)
+        if not ids and not before:
+            continue  # at the first token: left in the text after it
+        ids += before
+        chunk = tokenizer.encode(text[passage.start : passage.end], add_special_tokens=False)
+        spans.append(ChunkSpan(len(ids), len(ids) + len(chunk)))
+        ids += chunk
+        placed.append(passage)
+        cursor = passage.end
+    ids += tokenizer.encode(text[cursor:], add_special_tokens=False)
+    return ChunkedPrompt(ids, tuple(spans)), tuple(placed)
+
+
+async def pasted_chat(
+    messages: list[ChatMessage], tools: list[dict[str, Any]] | None, state: AppState
+) -> PastedPrompt:
+    """The chat template's text with its known passages as chunks."""
+    text = render_chat(messages, state.tokenizer, tools)
+    return await _pasted(text, [], state)
+
+
+async def pasted_completion(prompt: str, state: AppState) -> PastedPrompt:
+    """The prompt after the tokenizer's own leading special tokens (BOS), passages as chunks."""
+    return await _pasted(prompt, state.tokenizer.encode(""), state)
+
+
+async def _pasted(text: str, head: list[int], state: AppState) -> PastedPrompt:
+    known = state.passages
+    if state.library is not None:
+        await asyncio.to_thread(known.sync_library, state.library)
+    found = await asyncio.to_thread(known.find, text)
+    prompt, placed = split_prompt(text, found, state.tokenizer, head)
+    for passage in placed:
+        metrics.PASTED_PASSAGES.labels(passage.origin).inc()
+    return PastedPrompt(prompt, placed)
