@@ -23,6 +23,7 @@ from gateway.http.errors import APIError
 from gateway.http.shutdown import Shutdown, until_deadline
 from gateway.openai.protocol import SamplingFields
 from gateway.openai.sampling import default_max_tokens, sampling_params
+from gateway.rag.chunked_prompt import ChunkContext
 from gateway.rag.generation import ChoiceDelta, Generation, TokenLogprob, Usage
 from gateway.rag.prompts import completion_budget
 from gateway.state import AppState
@@ -85,6 +86,8 @@ class PreparedRequest:
     """Retrieved chunks the prompt was built from, reported back to the client."""
     structured_outputs: StructuredOutputsParams | None = None
     """What decoding must follow: the JSON a required or named ``tool_choice`` asks for."""
+    context: ChunkContext = "cold"
+    """What the plan's chunks' KV was computed in."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ def start_generation(
         fields, budget, prepared.logprobs, engine, prepared.structured_outputs
     )
     generation = Generation(
-        engine, prepared.prompts, params, prepared.plan, started=prepared.arrived
+        engine, prepared.prompts, params, prepared.plan, prepared.context, started=prepared.arrived
     )
     route = metrics.route_label(request.url.path)
     state.gate.enter()

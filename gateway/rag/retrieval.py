@@ -16,7 +16,7 @@ async def request_chunks(fields: SamplingFields, query: str, state: AppState) ->
     """The chunks to place before the question, or None for a plain request."""
     documents = fields.document_texts
     if documents is not None:
-        return document_chunks(documents, state.tokenizer)
+        return _learnt(document_chunks(documents, state.tokenizer), state)
     options = fields.retrieval
     if options is None and state.settings.retrieval_by_default and state.library is not None:
         options = RetrievalOptions()
@@ -40,4 +40,10 @@ async def request_chunks(fields: SamplingFields, query: str, state: AppState) ->
         for hit in hits
     ]
     chunks = stored_chunks([hit.token_ids for hit in hits], state.tokenizer)
-    return replace(chunks, sources=sources, in_context=state.neighbour_contexts)
+    context = "library" if state.neighbour_contexts else "cold"
+    return _learnt(replace(chunks, sources=sources, context=context), state)
+
+
+def _learnt(chunks: Chunks, state: AppState) -> Chunks:
+    """The chunks as learnt when they stand where their KV was learnt (sightings counted)."""
+    return chunks if state.learnt_contexts is None else state.learnt_contexts.classify(chunks)

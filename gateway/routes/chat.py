@@ -41,20 +41,22 @@ async def create_chat_completion(
     ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
-    plan, sources = None, None
+    plan, sources, context = None, None, "cold"
     questions = [message.text for message in body.messages if message.role == "user"]
     chunks = await request_chunks(body, questions[-1] if questions else "", state)
     if chunks is not None:
         chunked = chat_with_chunks(body.messages, chunks, state.tokenizer, tools)
-        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
-        prompt, sources = chunked.token_ids, chunks.sources
+        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
+        prompt, sources, context = chunked.token_ids, chunks.sources, chunks.context
     else:
         prompt = chat_prompt(body.messages, state.tokenizer, tools)
     top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     completion_id, created = response_id("chatcmpl")
     response_format = ChatFormat(completion_id, created, body.model, calling, state.tokenizer)
     guided = None if calling is None else calling.structured_outputs()
-    prepared = PreparedRequest(body, [prompt], plan, top_logprobs, arrived, sources, guided)
+    prepared = PreparedRequest(
+        body, [prompt], plan, top_logprobs, arrived, sources, guided, context
+    )
     return await respond(request, state, prepared, response_format)
 
 

@@ -36,17 +36,19 @@ async def create_completion(
     ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
-    plan, sources = None, None
+    plan, sources, context = None, None, "cold"
     chunks = None if text is None else await request_chunks(body, text, state)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks, state.tokenizer)
-        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
-        prompts, sources = [chunked.token_ids], chunks.sources
+        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
+        prompts, sources, context = [chunked.token_ids], chunks.sources, chunks.context
     else:
         prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)
     completion_id, created = response_id("cmpl")
     response_format = CompletionFormat(completion_id, created, body.model)
-    prepared = PreparedRequest(body, prompts, plan, body.logprobs, arrived, sources)
+    prepared = PreparedRequest(
+        body, prompts, plan, body.logprobs, arrived, sources, context=context
+    )
     return await respond(request, state, prepared, response_format)
 
 
