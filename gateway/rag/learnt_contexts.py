@@ -98,14 +98,17 @@ class LearntContexts:
 
     async def _learn(self, job: Arrangement) -> bool:
         """Compute each chunk of ``job`` not yet in its context behind the chunks before it,
-        replacing its stored entry, and record it; False if a chunk was not stored."""
+        replacing its stored entry, and record it; False if a chunk was not stored. The first
+        chunk's context is the fixed prefix: its stored entry is kept unless it was learnt
+        behind other chunks (the requests that counted it stored it behind the prefix)."""
         for position, chunk in enumerate(job.chunks):
             chunk_digest, context = job.digests[position], job.contexts[position]
             if self.records.stands_in(chunk_digest, context):
                 continue
+            replace = position > 0 or chunk_digest in self.records
             await self._until_idle()
             stats = await self.chunk_cache.precompute(
-                list(chunk), job.companions(position), replace=True
+                list(chunk), job.companions(position), replace=replace
             )
             if stats is None or stats.fell_back or not stats.chunk_keys:
                 return False

@@ -157,5 +157,8 @@ class ContextRecords:
         if entry is not None:
             self._by_key.pop(entry[1], None)
 
+    def __contains__(self, chunk: object) -> bool:
+        return chunk in self._contexts
+
     def __len__(self) -> int:
         return len(self._contexts)

@@ -80,7 +80,7 @@ def test_records_say_whether_every_chunk_stands_where_its_kv_was_computed() -> N
     abc = arrangement(A, B, C)
     for position, key in enumerate(("ka", "kb", "kc")):
         records.record(abc.digests[position], abc.contexts[position], key)
-    assert records.all_stand_in(abc)
+    assert records.all_stand_in(abc) and abc.digests[2] in records
     assert not records.all_stand_in(arrangement(B, A, C))
     assert not records.all_stand_in(arrangement(A, B, C, D))  # D was never learnt
     assert records.all_stand_in(arrangement(A, B))  # a prefix of a learnt arrangement

@@ -32,6 +32,7 @@ TOOLS = [
     ("load_tests.eval.format_gap", "out"),
     ("load_tests.eval.retrieval_shaped", "out"),
     ("load_tests.bench_retrieval", "out"),
+    ("load_tests.bench_learnt", "out"),
 ]
 
 
