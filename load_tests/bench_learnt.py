@@ -61,7 +61,8 @@ def ask(client: httpx.Client, documents: list[str], mode: str, trial: int) -> tu
     started = time.perf_counter()
     reply = client.post("/v1/chat/completions", json=body)
     seconds = time.perf_counter() - started
-    reply.raise_for_status()
+    if reply.status_code != 200:
+        raise RuntimeError(f"{mode} request: {reply.status_code} {reply.text}")
     return seconds, reply.json()["blend"]["context"]
 
 
@@ -150,7 +151,11 @@ def main() -> int:
         trials = []
         for trial in range(args.trials):
             documents = documents_text(tokenizer, args.documents, args.document_tokens, trial)
-            trials.append(run_trial(replica, client, documents, trial))
+            try:
+                trials.append(run_trial(replica, client, documents, trial))
+            except Exception:
+                print(replica.log.read_text(errors="replace")[-6000:], file=sys.stderr)
+                raise
     rows = summary(trials)
     header = ("mode", "median TTFT s", "fastest s", "speed-up vs full")
     table = [
