@@ -27,6 +27,7 @@ from gateway.http.store_metrics import CHUNK_STORE
 from gateway.rag.chunk_context import NeighbourContext
 from gateway.rag.chunked_prompt import chunk_prefix
 from gateway.rag.kv_status import KVStatusFollower
+from gateway.rag.learnt_contexts import LearntContexts
 from gateway.rag.precompute import Precomputer
 from gateway.routes import (
     chat,
@@ -70,6 +71,8 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
                 state.engine_watch.cancel()
             if state.precomputer is not None:
                 await state.precomputer.stop()
+            if state.learnt_contexts is not None:
+                await state.learnt_contexts.stop()
             if state.kv_status is not None:
                 await state.kv_status.stop()
             if state.rag_objects is not None:
@@ -159,6 +162,18 @@ def neighbour_policy(settings: Settings, cache: ChunkCache) -> NeighbourPolicy |
     return NeighbourPolicy(settings.chunk_context_neighbours, len(cache.prefix) - cache.head_len)
 
 
+def learnt_contexts(state: AppState, cache: ChunkCache) -> LearntContexts:
+    """Learning waits while the admission gate holds live requests."""
+    settings = state.settings
+    return LearntContexts(
+        cache,
+        lambda: state.gate.active > 0,
+        settings.learn_contexts_after,
+        settings.learn_contexts_capacity,
+        settings.learn_contexts_queue,
+    )
+
+
 async def _open_library(
     settings: Settings, tokenizer: Any, neighbours: NeighbourPolicy | None
 ) -> Library | None:
@@ -214,6 +229,9 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
             state.precomputer.start()
             state.kv_status = KVStatusFollower(state.library.store)
             state.kv_status.start()
+        if settings.learn_contexts and engine.blending:
+            state.learnt_contexts = learnt_contexts(state, state.chunk_cache)
+            state.learnt_contexts.start()
         engine.stats_listener = lambda stats: _on_blend_stats(state, stats)
         state.engine = engine
         state.tokenizer = tokenizer
@@ -231,6 +249,8 @@ def _on_blend_stats(state: AppState, stats: BlendStats) -> None:
     CHUNK_STORE.update(stats.store)
     if state.kv_status is not None:
         state.kv_status.observe(stats)
+    if state.learnt_contexts is not None:
+        state.learnt_contexts.forget(stats.evicted_keys)
 
 
 async def watch_engine(engine: Engine, state: AppState) -> None:

@@ -102,6 +102,29 @@ class BlendServerSettings(BaseSettings):
     chunk_context_neighbours: int = Field(
         3, ge=1, le=16, description="With `neighbours`: how many chunks stand before each one."
     )
+    learn_contexts: bool = Field(
+        False,
+        description="Learn contexts from traffic: chunks that keep arriving together (sent "
+        "`documents`, and retrieved chunks without neighbour contexts) are precomputed in the "
+        "background behind the chunks before them, so later requests with the same chunks in "
+        "the same order take the in-context recipe. Needs `chunk_prefix=passages`.",
+    )
+    learn_contexts_after: int = Field(
+        2,
+        ge=1,
+        description="Sightings of the same chunks in the same order before they are learnt.",
+    )
+    learn_contexts_capacity: int = Field(
+        4096,
+        ge=1,
+        description="Chunk arrangements counted, and chunks whose learnt context is recorded "
+        "(each least recently seen first out).",
+    )
+    learn_contexts_queue: int = Field(
+        64,
+        ge=1,
+        description="Arrangements waiting to be learnt; one more is dropped (and counted).",
+    )
 
     @field_validator("blend_check_layers")
     @classmethod
@@ -115,6 +138,15 @@ class BlendServerSettings(BaseSettings):
             if "chunk_context" in self.model_fields_set:
                 raise ValueError("chunk_context=neighbours needs chunk_prefix=passages to replace")
             self.chunk_context = "passages"
+        return self
+
+    @model_validator(mode="after")
+    def _learning_needs_passages(self) -> BlendServerSettings:
+        if self.learn_contexts and self.chunk_prefix != "passages":
+            raise ValueError(
+                "learn_contexts=true needs chunk_prefix=passages: learnt companions take the "
+                f"place of its neutral passages (chunk_prefix is {self.chunk_prefix!r})"
+            )
         return self
 
     def blend_recipe(self, in_context: bool) -> Recipe:

@@ -22,6 +22,7 @@ from gateway.settings import Settings
 
 if TYPE_CHECKING:
     from gateway.rag.kv_status import KVStatusFollower
+    from gateway.rag.learnt_contexts import LearntContexts
     from gateway.rag.precompute import Precomputer
     from retriever import Library, RagObjects
 
@@ -41,6 +42,8 @@ class AppState:
     """OpenAI's files, vector stores and stored responses; opened with the library."""
     chunk_cache: ChunkCache | None = None
     precomputer: Precomputer | None = None
+    learnt_contexts: LearntContexts | None = None
+    """Contexts learnt from traffic; None unless `learn_contexts` and the engine blends."""
     kv_status: KVStatusFollower | None = None
     """Keeps document status in step with the chunk store; None when blending is off."""
     """Background chunk-KV precompute; None when blending is off."""

@@ -55,6 +55,19 @@ CHUNK_CONTEXT_REFRESHES = Counter(
     "the fixed prefix).",
     ["result"],
 )
+BLEND_CHUNK_CONTEXTS = Counter(
+    "ragblend_blend_chunk_contexts_total",
+    "Chunks of blended requests by the context their stored KV was computed in: `cold` (behind "
+    "the fixed prefix), `library` (behind library neighbours) or `learnt` (behind the "
+    "companions they arrived with, learnt from traffic).",
+    ["context"],
+)
+LEARNT_CONTEXT_WORK = Counter(
+    "ragblend_learnt_context_work_total",
+    "Learnt-context jobs (chunks seen together, precomputed behind each other): `queued`, "
+    "`done`, `failed`, or `dropped` (the queue was full).",
+    ["outcome"],
+)
 
 
 def record_blend(summary: dict[str, Any]) -> None:
@@ -64,6 +77,9 @@ def record_blend(summary: dict[str, Any]) -> None:
     BLEND_TOKENS.labels(mode, "recomputed").inc(summary["recomputed_tokens"])
     BLEND_CHUNKS.labels("hit").inc(summary["chunks_hit"])
     BLEND_CHUNKS.labels("miss").inc(summary["chunks_missed"])
+    if mode == "blend":
+        chunks = summary["chunks_hit"] + summary["chunks_missed"]
+        BLEND_CHUNK_CONTEXTS.labels(summary["context"]).inc(chunks)
     BLEND_CHUNKS.labels("rejected").inc(summary["rejected_chunks"])
     if summary["fell_back"]:
         BLEND_FALLBACKS.inc()

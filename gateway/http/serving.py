@@ -23,6 +23,7 @@ from gateway.http.errors import APIError
 from gateway.http.shutdown import Shutdown, until_deadline
 from gateway.openai.protocol import SamplingFields
 from gateway.openai.sampling import default_max_tokens, sampling_params
+from gateway.rag.chunked_prompt import ChunkContext
 from gateway.rag.generation import ChoiceDelta, Generation, TokenLogprob, Usage
 from gateway.rag.prompts import completion_budget
 from gateway.state import AppState, authorized
@@ -87,6 +88,8 @@ class PreparedRequest:
     """What decoding must follow: the JSON a required or named ``tool_choice`` asks for."""
     pasted_passages: int | None = None
     """With ``blend.segment``: how many known passages the prompt's chunks are."""
+    context: ChunkContext = "cold"
+    """What the plan's chunks' KV was computed in."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,13 @@ def start_generation(
     salt = state.kv_salt(project)
     plan = None if prepared.plan is None else replace(prepared.plan, kv_salt=salt)
     generation = Generation(
-        engine, prepared.prompts, params, plan, kv_salt=salt, started=prepared.arrived
+        engine,
+        prepared.prompts,
+        params,
+        plan,
+        kv_salt=salt,
+        context=prepared.context,
+        started=prepared.arrived,
     )
     route = metrics.route_label(request.url.path)
     state.gate.enter()

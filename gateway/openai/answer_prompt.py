@@ -12,7 +12,7 @@ from gateway.openai.protocol import ChatMessage
 from gateway.openai.response_request import ResponsesTurn
 from gateway.openai.search import FoundChunk
 from gateway.rag.blending import blend_plan
-from gateway.rag.chunked_prompt import chat_with_chunks, stored_chunks
+from gateway.rag.chunked_prompt import ChunkContext, chat_with_chunks, stored_chunks
 from gateway.rag.prompts import chat_prompt
 from gateway.state import AppState
 
@@ -23,6 +23,8 @@ class AnswerPrompt:
     plan: BlendPlan | None
     placed: list[FoundChunk] | None
     """The chunks in the prompt, best first; None without ``file_search``."""
+    context: ChunkContext = "cold"
+    """What the chunks' KV was computed in."""
 
 
 def conversation(turn: ResponsesTurn, history: list[dict[str, Any]]) -> list[ChatMessage]:
@@ -52,8 +54,9 @@ def answer_prompt(
         if len(prompt.token_ids) <= limit or len(placed) == 1:
             break
         placed.pop()
-    plan = blend_plan(prompt, None, state.settings, engine.blending, state.neighbour_contexts)
-    return AnswerPrompt(prompt.token_ids, plan, placed)
+    context: ChunkContext = "library" if state.neighbour_contexts else "cold"
+    plan = blend_plan(prompt, None, state.settings, engine.blending, context)
+    return AnswerPrompt(prompt.token_ids, plan, placed, context)
 
 
 def answer_room(turn: ResponsesTurn, state: AppState) -> int:

@@ -6,7 +6,7 @@ from typing import Any
 
 from engine.contract import BlendPlan, BlendStats
 from gateway.openai.protocol import BlendOptions
-from gateway.rag.chunked_prompt import ChunkedPrompt
+from gateway.rag.chunked_prompt import ChunkContext, ChunkedPrompt
 from gateway.settings import Settings
 
 
@@ -15,28 +15,34 @@ def blend_plan(
     options: BlendOptions | None,
     settings: Settings,
     blending: bool,
-    in_context: bool = False,
+    context: ChunkContext = "cold",
 ) -> BlendPlan:
-    """The plan of a prompt whose chunks were precomputed behind their neighbours
-    (``in_context``) or behind the fixed prefix: the server's recipe for them, with the
-    request's options over it, resolved whole here. Without ``blending`` (the engine cannot
-    blend this model) every request is a full prefill."""
+    """The plan of a prompt whose chunks' KV was computed in ``context``: behind the fixed
+    prefix (``cold``), or behind text like what stands before them here (``library``
+    neighbours, ``learnt`` companions), which takes the in-context recipe; the request's options
+    over it, resolved whole here. Without ``blending`` (the engine cannot blend this model)
+    every request is a full prefill."""
     options = options or BlendOptions()
     mode = options.mode if blending else "full"
-    recipe = settings.blend_recipe(in_context).choose(
+    recipe = settings.blend_recipe(context != "cold").choose(
         mode=mode, recompute_ratio=options.recompute_ratio, metric=options.metric
     )
     return BlendPlan(recipe, prompt.spans)
 
 
 def blend_summary(
-    plan: BlendPlan, stats: BlendStats | None, prompt_tokens: int, cached_tokens: int
+    plan: BlendPlan,
+    stats: BlendStats | None,
+    prompt_tokens: int,
+    cached_tokens: int,
+    context: ChunkContext = "cold",
 ) -> dict[str, Any]:
-    """What the response reports. Without worker statistics no chunk was blended: vLLM's prefix
-    cache served the whole chunk region, or the request was a full prefill."""
+    """What the response reports, with the ``context`` the chunks' KV was computed in. Without
+    worker statistics no chunk was blended: vLLM's prefix cache served the whole chunk region,
+    or the request was a full prefill."""
     if stats is None:
         stats = BlendStats.without_blend(plan.recipe.mode, prompt_tokens, cached_tokens)
-    summary = stats.summary()
+    summary = {**stats.summary(), "context": context}
     if plan.recipe.mode == "blend":
         summary["metric"] = plan.recipe.metric
     return summary

@@ -20,6 +20,7 @@ from gateway.rag.context_passages import CONTEXT_PASSAGES
 
 CHUNK_SEPARATOR = "\n\n"
 PrefixKind = Literal["plain", "chat", "passages"]
+ChunkContext = Literal["cold", "library", "learnt"]
 _SENTINEL = "\u2063ragblend-documents\u2063"
 
 
@@ -37,8 +38,10 @@ class Chunks:
     separator: tuple[int, ...] = ()
     sources: list[dict[str, Any]] | None = None
     """What retrieval used (document id, chunk index, score); None for sent documents."""
-    in_context: bool = False
-    """Library chunks precomputed behind their neighbours: the blend recipe for them applies."""
+    context: ChunkContext = "cold"
+    """What the chunks' stored KV was computed behind: the fixed prefix (``cold``), library
+    neighbours (``library``), or the chunks before each one here (``learnt``). The last two
+    take the in-context blend recipe."""
 
 
 def completion_head(tokenizer: Any) -> list[int]:

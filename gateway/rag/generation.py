@@ -16,6 +16,7 @@ from vllm.utils.async_utils import merge_async_iterators
 from engine.contract import BlendPlan, BlendStats
 from engine.runtime import Engine
 from gateway.rag.blending import blend_summary
+from gateway.rag.chunked_prompt import ChunkContext
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ class Generation:
     kv_salt: str = ""
     """The project's salt of vLLM's prefix cache for prompts without a plan (a plan carries
     its own, `BlendPlan.kv_salt`); empty: shared."""
+    context: ChunkContext = "cold"
+    """What the plan's chunks' KV was computed in (reported in the blend summary)."""
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
@@ -81,7 +84,8 @@ class Generation:
         if self.plan is None:
             return None
         usage = self.usage
-        return blend_summary(self.plan, self.blend_stats, usage.prompt_tokens, usage.cached_tokens)
+        stats, prompt_tokens, cached = self.blend_stats, usage.prompt_tokens, usage.cached_tokens
+        return blend_summary(self.plan, stats, prompt_tokens, cached, self.context)
 
     @property
     def time_to_first_token(self) -> float | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -46,6 +46,8 @@ class PassageIndex:
         self._owners: OrderedDict[Hashable, tuple[int, PassageKey]] = OrderedDict()
         self._anchors: dict[int, list[PassageKey]] = {}
         """Anchor -> the key of each owner's passage filed under it."""
+        self._holders: dict[PassageKey, list[Hashable]] = {}
+        """Key -> the owners whose passage it is."""
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -64,6 +66,7 @@ class PassageIndex:
             key = passage_key(text)
             self._owners[owner] = (anchor, key)
             self._anchors.setdefault(anchor, []).append(key)
+            self._holders.setdefault(key, []).append(owner)
             while self.max_passages is not None and len(self._owners) > self.max_passages:
                 self._forget(next(iter(self._owners)))
         return True
@@ -78,10 +81,16 @@ class PassageIndex:
         with self._lock:
             return set(self._owners)
 
-    def find(self, text: str) -> list[Occurrence]:
-        """Every occurrence in ``text`` of a passage filed here."""
+    def find(
+        self, text: str, visible: Callable[[Hashable], bool] | None = None
+    ) -> list[Occurrence]:
+        """Every occurrence in ``text`` of a passage filed here; given ``visible``, only of
+        passages with an owner it accepts."""
         with self._lock:
-            return occurrences(text, self._anchors)
+            found = occurrences(text, self._anchors)
+            if visible is None:
+                return found
+            return [hit for hit in found if any(map(visible, self._holders[hit.key]))]
 
     def _forget(self, owner: Hashable) -> None:
         anchor, key = self._owners.pop(owner)
@@ -89,6 +98,10 @@ class PassageIndex:
         keys.remove(key)
         if not keys:
             del self._anchors[anchor]
+        holders = self._holders[key]
+        holders.remove(owner)
+        if not holders:
+            del self._holders[key]
 
 
 @dataclass(frozen=True)
@@ -111,10 +124,11 @@ class KnownPassages:
         """Chunk ids already read, filed or too short to be."""
         self._sync_lock = threading.Lock()
 
-    def remember(self, documents: Iterable[str]) -> None:
-        """Documents a request sent: their chunk KV is stored under their text's token ids."""
+    def remember(self, documents: Iterable[str], salt: str) -> None:
+        """Documents a request sent: their chunk KV is stored under their text's token ids and
+        the sender's chunk-KV ``salt`` (`AppState.kv_salt`)."""
         for text in documents:
-            self.sent.add(passage_key(text), text)
+            self.sent.add((salt, passage_key(text)), text)
 
     def sync_library(self, library: Library) -> None:
         """File the chunks the library's index gained since the last call, drop those it lost;
@@ -134,11 +148,19 @@ class KnownPassages:
             except LibraryUnavailable as exc:
                 log.warning("pasted passages: library chunks not read this time (%s)", exc)
 
-    def find(self, text: str) -> list[FoundPassage]:
-        """The known passages that become chunks of ``text``, left to right, not overlapping."""
-        library = self.library.find(text)
+    def find(
+        self, text: str, salt: str, library_chunks: Collection[int] | None
+    ) -> list[FoundPassage]:
+        """The known passages that become chunks of ``text``, left to right, not overlapping:
+        those sent under the caller's chunk-KV ``salt``, and the library chunks among
+        ``library_chunks`` (None: all of them). Another project's passages are never found, so
+        neither the count nor the timing of a request tells that they exist."""
+        library = self.library.find(
+            text, None if library_chunks is None else library_chunks.__contains__
+        )
         in_library = {(hit.start, hit.end) for hit in library}
-        found = non_overlapping([*library, *self.sent.find(text)])
+        sent = self.sent.find(text, lambda owner: owner[0] == salt)
+        found = non_overlapping([*library, *sent])
         return [
             FoundPassage(
                 hit.start, hit.end, "library" if (hit.start, hit.end) in in_library else "documents"

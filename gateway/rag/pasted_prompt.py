@@ -13,6 +13,7 @@ replace the attention sink every cached chunk was computed behind.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +23,13 @@ from gateway.http.errors import APIError
 from gateway.openai.protocol import BlendOptions, ChatMessage, SamplingFields
 from gateway.openai.tool_prompt import render_chat
 from gateway.rag.blending import blend_plan
-from gateway.rag.chunked_prompt import ChunkedPrompt
-from gateway.rag.passage_index import FoundPassage
+from gateway.rag.chunked_prompt import ChunkContext, ChunkedPrompt
+from gateway.rag.passage_index import FoundPassage, KnownPassages
 from gateway.settings import Settings
 from gateway.state import AppState
+from retriever import Library, LibraryUnavailable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,14 @@ class PastedPrompt:
         recipe applies when every chunk is one precomputed behind its neighbours."""
         if not self.passages:
             options = (options or BlendOptions()).model_copy(update={"mode": "full"})
-        in_context = neighbour_contexts and all(p.origin == "library" for p in self.passages)
-        return blend_plan(self.prompt, options, settings, blending, in_context)
+        return blend_plan(
+            self.prompt, options, settings, blending, self.context(neighbour_contexts)
+        )
+
+    def context(self, neighbour_contexts: bool) -> ChunkContext:
+        """``library`` when every chunk is a library chunk precomputed behind its neighbours."""
+        library = all(passage.origin == "library" for passage in self.passages)
+        return "library" if self.passages and neighbour_contexts and library else "cold"
 
 
 def segmenting(fields: SamplingFields, settings: Settings, one_text: bool) -> bool:
@@ -86,24 +96,43 @@ def split_prompt(
 
 
 async def pasted_chat(
-    messages: list[ChatMessage], tools: list[dict[str, Any]] | None, state: AppState
+    messages: list[ChatMessage],
+    tools: list[dict[str, Any]] | None,
+    state: AppState,
+    project: str,
 ) -> PastedPrompt:
-    """The chat template's text with its known passages as chunks."""
+    """The chat template's text with `project`'s known passages as chunks."""
     text = render_chat(messages, state.tokenizer, tools)
-    return await _pasted(text, [], state)
+    return await _pasted(text, [], state, project)
 
 
-async def pasted_completion(prompt: str, state: AppState) -> PastedPrompt:
-    """The prompt after the tokenizer's own leading special tokens (BOS), passages as chunks."""
-    return await _pasted(prompt, state.tokenizer.encode(""), state)
+async def pasted_completion(prompt: str, state: AppState, project: str) -> PastedPrompt:
+    """The prompt after the tokenizer's own leading special tokens (BOS), `project`'s known
+    passages as chunks."""
+    return await _pasted(prompt, state.tokenizer.encode(""), state, project)
 
 
-async def _pasted(text: str, head: list[int], state: AppState) -> PastedPrompt:
+async def _pasted(text: str, head: list[int], state: AppState, project: str) -> PastedPrompt:
     known = state.passages
+    library_chunks: set[int] | None = set()
     if state.library is not None:
-        await asyncio.to_thread(known.sync_library, state.library)
-    found = await asyncio.to_thread(known.find, text)
+        library_chunks = await asyncio.to_thread(_project_chunks, known, state.library, project)
+    salt = state.kv_salt(project)
+    found = await asyncio.to_thread(known.find, text, salt, library_chunks)
     prompt, placed = split_prompt(text, found, state.tokenizer, head)
     for passage in placed:
         metrics.PASTED_PASSAGES.labels(passage.origin).inc()
     return PastedPrompt(prompt, placed)
+
+
+def _project_chunks(known: KnownPassages, library: Library, project: str) -> set[int] | None:
+    """Files the library's new chunks; `project`'s chunk ids (None while the library holds
+    only its documents, none while the library's database is unreachable)."""
+    known.sync_library(library)
+    try:
+        if library.store.holds_only(project):
+            return None
+        return library.store.chunk_ids(None, project)
+    except LibraryUnavailable as exc:
+        log.warning("pasted passages: library chunks not searched this time (%s)", exc)
+        return set()

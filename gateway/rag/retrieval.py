@@ -19,8 +19,8 @@ async def request_chunks(
     searches only `project`'s documents."""
     documents = fields.document_texts
     if documents is not None:
-        state.passages.remember(documents)
-        return document_chunks(documents, state.tokenizer)
+        state.passages.remember(documents, state.kv_salt(project))
+        return _learnt(document_chunks(documents, state.tokenizer), state, project)
     options = fields.retrieval
     if options is None and state.settings.retrieval_by_default and state.library is not None:
         options = RetrievalOptions()
@@ -45,4 +45,13 @@ async def request_chunks(
         for hit in hits
     ]
     chunks = stored_chunks([hit.token_ids for hit in hits], state.tokenizer)
-    return replace(chunks, sources=sources, in_context=state.neighbour_contexts)
+    context = "library" if state.neighbour_contexts else "cold"
+    return _learnt(replace(chunks, sources=sources, context=context), state, project)
+
+
+def _learnt(chunks: Chunks, state: AppState, project: str) -> Chunks:
+    """The chunks as learnt when they stand where their KV was learnt in `project`'s chunk-KV
+    salt (sightings counted)."""
+    if state.learnt_contexts is None:
+        return chunks
+    return state.learnt_contexts.classify(chunks, state.kv_salt(project))

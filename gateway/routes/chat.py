@@ -43,18 +43,19 @@ async def create_chat_completion(
     ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
-    plan, sources, pasted_passages = None, None, None
+    plan, sources, pasted_passages, context = None, None, None, "cold"
     questions = [message.text for message in body.messages if message.role == "user"]
     question = questions[-1] if questions else ""
     chunks = None if segment else await request_chunks(body, question, state, project)
     if chunks is not None:
         chunked = chat_with_chunks(body.messages, chunks, state.tokenizer, tools)
-        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
-        prompt, sources = chunked.token_ids, chunks.sources
+        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
+        prompt, sources, context = chunked.token_ids, chunks.sources, chunks.context
     elif segment:
-        pasted = await pasted_chat(body.messages, tools, state)
+        pasted = await pasted_chat(body.messages, tools, state, project)
         plan = pasted.plan(body.blend, state.settings, engine.blending, state.neighbour_contexts)
         prompt, pasted_passages = pasted.prompt.token_ids, len(pasted.passages)
+        context = pasted.context(state.neighbour_contexts)
     else:
         prompt = chat_prompt(body.messages, state.tokenizer, tools)
     top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
@@ -62,7 +63,7 @@ async def create_chat_completion(
     response_format = ChatFormat(completion_id, created, body.model, calling, state.tokenizer)
     guided = None if calling is None else calling.structured_outputs()
     prepared = PreparedRequest(
-        body, [prompt], plan, top_logprobs, arrived, sources, guided, pasted_passages
+        body, [prompt], plan, top_logprobs, arrived, sources, guided, pasted_passages, context
     )
     return await respond(request, state, prepared, response_format)
 

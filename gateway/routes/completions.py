@@ -38,22 +38,30 @@ async def create_completion(
     ready_state(request)  # 503 while the model loads or once the engine stopped
     engine = state.engine
     assert engine is not None
-    plan, sources, pasted_passages = None, None, None
+    plan, sources, pasted_passages, context = None, None, None, "cold"
     chunks = None if text is None or segment else await request_chunks(body, text, state, project)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks, state.tokenizer)
-        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.in_context)
-        prompts, sources = [chunked.token_ids], chunks.sources
+        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
+        prompts, sources, context = [chunked.token_ids], chunks.sources, chunks.context
     elif text is not None and segment:
-        pasted = await pasted_completion(text, state)
+        pasted = await pasted_completion(text, state, project)
         plan = pasted.plan(body.blend, state.settings, engine.blending, state.neighbour_contexts)
         prompts, pasted_passages = [pasted.prompt.token_ids], len(pasted.passages)
+        context = pasted.context(state.neighbour_contexts)
     else:
         prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)
     completion_id, created = response_id("cmpl")
     response_format = CompletionFormat(completion_id, created, body.model)
     prepared = PreparedRequest(
-        body, prompts, plan, body.logprobs, arrived, sources, pasted_passages=pasted_passages
+        body,
+        prompts,
+        plan,
+        body.logprobs,
+        arrived,
+        sources,
+        pasted_passages=pasted_passages,
+        context=context,
     )
     return await respond(request, state, prepared, response_format)
 

@@ -57,7 +57,13 @@ async def create_response(
     builder = ResponseBuilder(turn, prompt.placed, calling, state.tokenizer)
     guided = None if calling is None else calling.structured_outputs()
     prepared = PreparedRequest(
-        fields, [prompt.token_ids], prompt.plan, None, arrived, structured_outputs=guided
+        fields,
+        [prompt.token_ids],
+        prompt.plan,
+        None,
+        arrived,
+        structured_outputs=guided,
+        context=prompt.context,
     )
     started = start_generation(request, state, prepared)
     keep = partial(_keep, state, project, turn, history)

@@ -10,9 +10,12 @@ each question retrieves its top ``--top-k`` passages, which stand in the prompt 
 LAST, right before the question. Chunk-context variants: ``passages``, every retrieved passage
 precomputed behind the fixed prefix (today's behaviour); ``neighbours``, each precomputed behind
 its ``--neighbours`` nearest other passages of the library by embedding, most similar last
-(``ChunkCache.precompute(chunk, context)``). Items run in batches (``--batch-items``): per batch
-each variant precomputes the batch's passages, replacing what the previous one stored, then asks
-every mode; full prefill does not depend on the variant and runs once. The report is rewritten
+(``ChunkCache.precompute(chunk, context)``); ``learnt``, each precomputed right before its item
+is asked behind the passages before it in that item's prompt, as the server's learnt contexts
+(``RAGBLEND_LEARN_CONTEXTS``) store repeated sent documents. Items run in batches
+(``--batch-items``): per batch each variant precomputes the batch's passages, replacing what the
+previous one stored, then asks every mode; full prefill does not depend on the variant and runs
+once. The report is rewritten
 after every batch, so a cut run keeps the batches it finished (``--resume`` runs the rest).
 Reports per variant and mode: F1, its paired gap to full with a 95% interval, agreement with
 full, and the gold passage's recall in the top k. Prompts, decoding and scores are
@@ -38,15 +41,18 @@ from load_tests.eval.strategies import parse_mode_spec
 from load_tests.eval.tasks import TASKS, EvalTask
 from load_tests.report import output_path, scratch
 
-VARIANTS = ("passages", "neighbours")
+VARIANTS = ("passages", "neighbours", "learnt")
 
 
 async def precompute_variant(
     setup: Any, cache: Any, library: PassageLibrary, items: list[Any], variant: str, k: int
 ) -> None:
-    """Store every retrieved passage's KV for ``variant``, replacing any stored before."""
+    """Store every retrieved passage's KV for ``variant``, replacing any stored before
+    (``learnt`` stores each item's passages when it is asked: `learn_item`)."""
     from gateway.rag.chunked_prompt import document_chunks
 
+    if variant == "learnt":
+        return
     used = list(dict.fromkeys(doc for item in items for doc in item.documents))
     position = {text: pid for pid, text in enumerate(library.passages)}
     chunks = document_chunks(library.passages, setup.tokenizer)
@@ -59,6 +65,19 @@ async def precompute_variant(
         await cache.precompute(tokens[pid], context=context, replace=True)
         if count % 50 == 0:
             print(f"  {variant}: precomputed {count}/{len(used)}", file=sys.stderr)
+
+
+async def learn_item(setup: Any, cache: Any, item: Any) -> None:
+    """The item's passages precomputed as the server learns them once they keep arriving
+    together: each behind the passages before it in the prompt (the first behind the fixed
+    prefix), replacing what was stored."""
+    from gateway.rag.chunked_prompt import document_chunks
+    from gateway.rag.learnt_tracker import Arrangement
+
+    chunks = document_chunks(item.documents, setup.tokenizer)
+    arrangement = Arrangement.of(chunks.token_ids, chunks.separator)
+    for position, chunk in enumerate(chunks.token_ids):
+        await cache.precompute(chunk, context=arrangement.companions(position), replace=True)
 
 
 async def evaluate(
@@ -81,7 +100,8 @@ async def evaluate(
         batch = items[start : start + args.batch_items]
         for variant in args.variants:
             await precompute_variant(setup, cache, library, batch, variant, args.neighbours)
-            await ask_batch(setup, batch, start, variant, specs, records, task)
+            learn = cache if variant == "learnt" else None
+            await ask_batch(setup, batch, start, variant, specs, records, task, learn)
         write_report(records, args)
     return records
 
@@ -94,10 +114,14 @@ async def ask_batch(
     specs: list[Any],
     records: dict[str, list[dict]],
     task: EvalTask,
+    learn: Any = None,
 ) -> None:
-    """Every mode on every item of ``batch`` (items ``start``...), added to ``records``."""
+    """Every mode on every item of ``batch`` (items ``start``...), added to ``records``; with a
+    chunk cache to ``learn`` with, each item's passages are first stored as `learn_item` does."""
     for index, item in enumerate(batch, start):
         ids, spans = prompt(setup, task, item)
+        if learn is not None:
+            await learn_item(setup, learn, item)
         for spec in specs:
             name = spec.name if spec.mode == "full" else f"{variant}:{spec.name}"
             if name in records and len(records[name]) > index:

@@ -15,7 +15,7 @@ SETTINGS = Settings(model="m", blend_in_context_metric="probe", blend_metric="v"
 
 def test_the_recipe_follows_where_the_chunks_were_computed() -> None:
     behind_prefix = blend_plan(PROMPT, None, SETTINGS, blending=True).recipe
-    in_context = blend_plan(PROMPT, None, SETTINGS, blending=True, in_context=True).recipe
+    in_context = blend_plan(PROMPT, None, SETTINGS, blending=True, context="library").recipe
     assert (behind_prefix.recompute_ratio, behind_prefix.metric) == (
         SETTINGS.blend_recompute_ratio,
         "v",
@@ -29,7 +29,7 @@ def test_the_recipe_follows_where_the_chunks_were_computed() -> None:
 
 def test_a_request_may_choose_its_ratio_and_metric() -> None:
     options = BlendOptions(recompute_ratio=0.3, metric="v")
-    plan = blend_plan(PROMPT, options, SETTINGS, blending=True, in_context=True)
+    plan = blend_plan(PROMPT, options, SETTINGS, blending=True, context="learnt")
     assert (plan.recipe.mode, plan.recipe.recompute_ratio, plan.recipe.metric) == (
         "blend",
         0.3,

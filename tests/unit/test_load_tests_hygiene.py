@@ -34,6 +34,7 @@ TOOLS = [
     ("load_tests.bench_retrieval", "out"),
     ("load_tests.bench_retrieval_answers", "out"),
     ("load_tests.bench_search_latency", "out"),
+    ("load_tests.bench_learnt", "out"),
 ]
 
 

@@ -150,26 +150,26 @@ def test_library_chunks_follow_the_index_and_are_read_once() -> None:
     chunk, document = "chunk " + BASE, "document " + BASE
     library = FakeLibrary({7: chunk, 8: "short"})
     known = KnownPassages(max_sent=10)
-    known.remember([document])
+    known.remember([document], "")
     known.sync_library(library)  # type: ignore[arg-type]
     known.sync_library(library)  # type: ignore[arg-type]
     assert library.reads == [[7, 8]]
     text = "Context:\n" + document + "\n\n" + chunk + "\nQuestion?"
-    assert known.find(text) == [
+    assert known.find(text, "", None) == [
         FoundPassage(9, 9 + len(document), "documents"),
         FoundPassage(11 + len(document), 11 + len(document) + len(chunk), "library"),
     ]
     del library.texts[7]
     known.sync_library(library)  # type: ignore[arg-type]
-    assert [hit.origin for hit in known.find(text)] == ["documents"]
+    assert [hit.origin for hit in known.find(text, "", None)] == ["documents"]
 
 
 def test_a_chunk_both_sent_and_in_the_library_counts_once_as_the_library_s() -> None:
     library = FakeLibrary({1: BASE})
     known = KnownPassages(max_sent=10)
-    known.remember([BASE])
+    known.remember([BASE], "")
     known.sync_library(library)  # type: ignore[arg-type]
-    assert known.find(BASE) == [FoundPassage(0, len(BASE), "library")]
+    assert known.find(BASE, "", None) == [FoundPassage(0, len(BASE), "library")]
 
 
 def test_an_unreachable_library_keeps_what_was_filed() -> None:
@@ -179,10 +179,22 @@ def test_an_unreachable_library_keeps_what_was_filed() -> None:
     library.texts[2] = "other " + BASE
     library.down = True
     known.sync_library(library)  # type: ignore[arg-type]
-    assert [hit.origin for hit in known.find(BASE)] == ["library"]
+    assert [hit.origin for hit in known.find(BASE, "", None)] == ["library"]
     library.down = False
     known.sync_library(library)  # type: ignore[arg-type]
-    assert len(known.find("other " + BASE)) == 1
+    assert len(known.find("other " + BASE, "", None)) == 1
+
+
+def test_another_project_s_passages_are_never_found() -> None:
+    chunk, document = "chunk " + BASE, "document " + BASE
+    library = FakeLibrary({7: chunk})
+    known = KnownPassages(max_sent=10)
+    known.remember([document], "salt-of-a")
+    known.sync_library(library)  # type: ignore[arg-type]
+    text = document + "\n" + chunk
+    assert [hit.origin for hit in known.find(text, "salt-of-a", {7})] == ["documents", "library"]
+    assert known.find(text, "salt-of-b", set()) == []
+    assert [hit.origin for hit in known.find(text, "salt-of-b", {7})] == ["library"]
 
 
 def test_occurrence_order_is_by_start_then_longest() -> None:

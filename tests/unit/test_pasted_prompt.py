@@ -41,8 +41,8 @@ def tokenizer() -> PreTrainedTokenizerFast:
 
 def found_in(text: str, documents: list[str]) -> list[FoundPassage]:
     known = KnownPassages(max_sent=100)
-    known.remember(documents)
-    return known.find(text)
+    known.remember(documents, "")
+    return known.find(text, "", None)
 
 
 def test_each_passage_is_tokenized_as_its_sent_document_was(tokenizer) -> None:

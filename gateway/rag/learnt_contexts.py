@@ -1,0 +1,123 @@
+"""Contexts learnt from traffic (`RAGBLEND_LEARN_CONTEXTS`): chunks that keep arriving together
+are precomputed in the background behind the companions they arrive with.
+
+Sent ``documents`` are precomputed behind the fixed prefix, so a blend of them needs the
+expensive cold recipe. When the same chunks arrive in the same order again and again, each is
+computed once more behind the chunks that stand before it in those requests (``ChunkCache``'s
+contextual precompute, replacing its stored entry) and that context is recorded. A later request
+whose every chunk stands where its KV was computed is blended with the cheaper in-context recipe
+(`Chunks.context` "learnt"); any other request keeps its recipe.
+
+The work never delays a response: requests only count sightings (no I/O, no waiting), and the
+single background worker computes one chunk at a time and only while no request is being served,
+so live traffic goes first. Retrieved chunks are learnt only when the library has no neighbour
+contexts (then they are cold too): with neighbour contexts they already take the in-context
+recipe, and replacing their entries would be undone by the library's own refreshes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from engine.chunk_cache import ChunkCache
+from gateway.http.metrics import LEARNT_CONTEXT_WORK
+from gateway.rag.chunked_prompt import Chunks
+from gateway.rag.learnt_tracker import Arrangement, ContextRecords, LearningQueue
+
+log = logging.getLogger(__name__)
+IDLE_POLL_SECONDS = 0.05
+"""How often the worker looks whether live requests are done before its next chunk."""
+
+
+class LearntContexts:
+    def __init__(
+        self,
+        chunk_cache: ChunkCache,
+        busy: Callable[[], bool],
+        after: int,
+        capacity: int,
+        queue_size: int,
+    ) -> None:
+        """``busy``: whether requests are being served now (the worker waits until not)."""
+        self.chunk_cache = chunk_cache
+        self.busy = busy
+        self.queue = LearningQueue(after, capacity, queue_size)
+        self.records = ContextRecords(capacity)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def classify(self, chunks: Chunks, salt: str = "") -> Chunks:
+        """``chunks`` as ``learnt`` when every one stands where its KV was computed under the
+        chunk-KV ``salt``; else as they are, with a sighting counted when they are cold."""
+        if len(chunks.token_ids) < 2:
+            return chunks  # the first chunk's learnt context is the fixed prefix: cold already
+        arrangement = Arrangement.of(chunks.token_ids, chunks.separator, salt)
+        if self.records.all_stand_in(arrangement):
+            return replace(chunks, context="learnt")
+        if chunks.context == "cold":
+            outcome = self.queue.observe(arrangement)
+            if outcome in ("queued", "dropped"):
+                LEARNT_CONTEXT_WORK.labels(outcome).inc()
+            if outcome == "queued":
+                self._wake.set()
+        return chunks
+
+    def forget(self, evicted_keys: Iterable[str]) -> None:
+        """Engine listener: chunk entries evicted from the store lose their learnt context."""
+        self.records.forget_keys(evicted_keys)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="learnt-contexts")
+
+    async def stop(self) -> None:
+        """Stops at once; a chunk being computed is abandoned (its old entry stays)."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while (job := self.queue.take()) is not None:
+                try:
+                    learnt = await self._learn(job)
+                except Exception:
+                    log.exception("learning the context of %d chunks failed", len(job.chunks))
+                    learnt = False
+                finally:
+                    self.queue.finish(job)
+                LEARNT_CONTEXT_WORK.labels("done" if learnt else "failed").inc()
+
+    async def _learn(self, job: Arrangement) -> bool:
+        """Compute each chunk of ``job`` not yet in its context behind the chunks before it,
+        replacing its stored entry, and record it; False if a chunk was not stored. The first
+        chunk's context is the fixed prefix: its stored entry is kept unless it was learnt
+        behind other chunks (the requests that counted it stored it behind the prefix)."""
+        for position, chunk in enumerate(job.chunks):
+            chunk_digest, context = job.digests[position], job.contexts[position]
+            if self.records.stands_in(chunk_digest, context):
+                continue
+            replace = position > 0 or chunk_digest in self.records
+            await self._until_idle()
+            stats = await self.chunk_cache.precompute(
+                list(chunk), job.companions(position), replace=replace, salt=job.salt
+            )
+            if stats is None or stats.fell_back or not stats.chunk_keys:
+                return False
+            key = stats.chunk_keys[0]
+            if key in stats.evicted_keys:  # no room for it in the store
+                return False
+            self.records.record(chunk_digest, context, key)
+        return True
+
+    async def _until_idle(self) -> None:
+        while self.busy():
+            await asyncio.sleep(IDLE_POLL_SECONDS)

@@ -1,0 +1,179 @@
+"""TTFT of repeated sent documents on the real server: cold recipe, learnt contexts, full prefill.
+
+    python -m load_tests.bench_learnt [--model qwen2.5-coder-0.5b-instruct] [--trials 3]
+        [--documents 6] [--document-tokens 500]
+
+One `ragblend serve` with `RAGBLEND_LEARN_CONTEXTS=true` (learnt after 2 sightings) and vLLM's
+prefix cache off, so every timed request computes what its mode says rather than reading an
+identical earlier prompt's blocks. Each trial sends a fresh set of documents (about
+documents x document-tokens tokens of plain pseudo-English) to /v1/chat/completions:
+
+1. ``store``: the first sighting; its chunks are computed in the request and stored behind the
+   fixed prefix (not timed as a mode: it pays for storing);
+2. ``cold``: the second sighting, blended from those entries with the cold recipe; it queues the
+   set for learning, and the bench waits until the background worker has learnt it;
+3. ``learnt``: the third sighting, blended with the in-context recipe;
+4. ``full``: ``blend.mode=full``, a plain prefill of the same prompt.
+
+Each request asks for one token without streaming, so its latency is its time to first token as
+the client sees it. Every reply's ``blend.context`` is checked against the mode. Prints medians
+and speed-ups over ``full`` and writes a JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from load_tests.bench_prompts import chunk_token_ids
+from load_tests.replica_launcher import Replica, running_replicas
+from load_tests.report import format_grid, output_path, scratch
+
+MODES = ("cold", "learnt", "full")
+LEARN_WAIT_S = 900
+API_KEY = "bench-key"
+
+
+def documents_text(tokenizer: Any, count: int, tokens: int, seed: int) -> list[str]:
+    """``count`` documents of about ``tokens`` tokens each, different for every seed."""
+    return [tokenizer.decode(ids) for ids in chunk_token_ids(tokenizer, count, tokens, seed)]
+
+
+def ask(client: httpx.Client, documents: list[str], mode: str, trial: int) -> tuple[float, str]:
+    """One token over ``documents``; the seconds it took and the context the server reported."""
+    body: dict[str, Any] = {
+        "model": "bench",
+        "messages": [{"role": "user", "content": f"Trial {trial}: which plan was approved?"}],
+        "documents": documents,
+        "max_tokens": 1,
+        "temperature": 0,
+    }
+    if mode == "full":
+        body["blend"] = {"mode": "full"}
+    started = time.perf_counter()
+    reply = client.post("/v1/chat/completions", json=body)
+    seconds = time.perf_counter() - started
+    if reply.status_code != 200:
+        raise RuntimeError(f"{mode} request: {reply.status_code} {reply.text}")
+    return seconds, reply.json()["blend"]["context"]
+
+
+def until_learnt(replica: Replica, done_before: float) -> float:
+    """Seconds until the server has learnt one more arrangement."""
+    started = time.monotonic()
+    while replica.counter("ragblend_learnt_context_work", outcome="done") <= done_before:
+        if replica.counter("ragblend_learnt_context_work", outcome="failed"):
+            raise RuntimeError(f"learning failed: see {replica.log}")
+        if time.monotonic() - started > LEARN_WAIT_S:
+            raise RuntimeError(f"nothing learnt within {LEARN_WAIT_S} s")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def run_trial(
+    replica: Replica, client: httpx.Client, documents: list[str], trial: int
+) -> dict[str, Any]:
+    """The timings of one document set, in the order the module docstring gives."""
+    timings: dict[str, float] = {}
+    done = replica.counter("ragblend_learnt_context_work", outcome="done")
+    timings["store"], _ = ask(client, documents, "cold", trial)
+    timings["cold"], cold = ask(client, documents, "cold", trial)
+    learn_s = until_learnt(replica, done)
+    timings["learnt"], learnt = ask(client, documents, "learnt", trial)
+    timings["full"], _ = ask(client, documents, "full", trial)
+    if (cold, learnt) != ("cold", "learnt"):
+        raise RuntimeError(f"trial {trial}: contexts {cold!r} and {learnt!r} were reported")
+    print(f"  trial {trial}: {timings} learnt in {learn_s:.1f}s", file=sys.stderr)
+    return {"timings": timings, "learn_s": learn_s}
+
+
+def summary(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per mode: median and fastest seconds, and the median's speed-up over full prefill."""
+    full = statistics.median(trial["timings"]["full"] for trial in trials)
+    rows = []
+    for mode in ("store", *MODES):
+        values = [trial["timings"][mode] for trial in trials]
+        median = statistics.median(values)
+        rows.append(
+            {
+                "mode": mode,
+                "median_ttft_s": round(median, 3),
+                "fastest_ttft_s": round(min(values), 3),
+                "speedup_vs_full": round(full / median, 2),
+                "samples": [round(value, 3) for value in values],
+            }
+        )
+    return rows
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    parser.add_argument("--models-dir", default="data/models")
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--documents", type=int, default=6)
+    parser.add_argument("--document-tokens", type=int, default=500)
+    parser.add_argument("--out", default=scratch("learnt_ttft"), help="<out>.json")
+    return parser
+
+
+def main() -> int:
+    from transformers import AutoTokenizer
+
+    args = build_parser().parse_args()
+    models_dir = Path(args.models_dir).resolve()
+    tokenizer = AutoTokenizer.from_pretrained(models_dir / args.model)
+    environment = {
+        "RAGBLEND_MODEL": args.model,
+        "RAGBLEND_SERVED_MODEL_NAME": "bench",
+        "RAGBLEND_MODELS_DIR": str(models_dir),
+        "RAGBLEND_API_KEYS": API_KEY,
+        "RAGBLEND_LEARN_CONTEXTS": "true",
+        "RAGBLEND_LEARN_CONTEXTS_AFTER": "2",
+        "RAGBLEND_ENABLE_PREFIX_CACHING": "false",
+        "RAGBLEND_MAX_MODEL_LEN": str(args.documents * args.document_tokens * 2 + 1024),
+        "RAGBLEND_LOG_LEVEL": "warning",
+    }
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-learnt-") as folder,
+        running_replicas(["learnt"], Path(folder), environment) as (replica,),
+        httpx.Client(base_url=replica.url, headers=headers, timeout=900) as client,
+    ):
+        trials = []
+        for trial in range(args.trials):
+            documents = documents_text(tokenizer, args.documents, args.document_tokens, trial)
+            try:
+                trials.append(run_trial(replica, client, documents, trial))
+            except Exception:
+                print(replica.log.read_text(errors="replace")[-6000:], file=sys.stderr)
+                raise
+    rows = summary(trials)
+    header = ("mode", "median TTFT s", "fastest s", "speed-up vs full")
+    table = [
+        (
+            row["mode"],
+            str(row["median_ttft_s"]),
+            str(row["fastest_ttft_s"]),
+            str(row["speedup_vs_full"]),
+        )
+        for row in rows
+    ]
+    print(format_grid(header, table))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    document = {"settings": vars(args), "rows": rows, "trials": trials}
+    output_path(out, ".json").write_text(json.dumps(document, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

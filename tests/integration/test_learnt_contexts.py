@@ -1,0 +1,114 @@
+"""Contexts learnt from traffic on the real server (SmolLM2, `RAGBLEND_LEARN_CONTEXTS=true`):
+documents sent together again and again are precomputed behind each other in the background,
+and from then on the same documents in the same order take the in-context recipe."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.conftest import Server, running_server
+
+pytestmark = pytest.mark.integration
+
+WAIT_SECONDS = 300
+FILLER = "Its people farm the valleys, trade by river and hold a market every spring. "
+
+
+@pytest.fixture(scope="module")
+def learning(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    settings = {"RAGBLEND_LEARN_CONTEXTS": "true", "RAGBLEND_LEARN_CONTEXTS_AFTER": "2"}
+    with running_server(tmp_path_factory.mktemp("learning"), settings) as server:
+        yield server
+
+
+def _documents(*places: str) -> list[str]:
+    return [f"The capital of {place} is {place}ville. " + FILLER * 3 for place in places]
+
+
+def _work(server: Server, outcome: str) -> float:
+    text = httpx.get(f"{server.url}/metrics").text
+    pattern = rf'^ragblend_learnt_context_work_total{{outcome="{outcome}"}} (\S+)$'
+    match = re.search(pattern, text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def _ask(client: httpx.Client, server: Server, documents: list[str]) -> dict[str, Any]:
+    body = {
+        "model": server.model,
+        "messages": [{"role": "user", "content": "Name one capital from the documents."}],
+        "documents": documents,
+        "max_tokens": 8,
+        "temperature": 0,
+    }
+    reply = client.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    return reply.json()["blend"]
+
+
+def _until_learnt(server: Server, done_before: float) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while _work(server, "done") <= done_before:
+        assert _work(server, "failed") == 0, "learning a context failed: see the server log"
+        assert time.monotonic() < deadline, "the documents' context was never learnt"
+        time.sleep(0.2)
+
+
+def _learn(client: httpx.Client, server: Server, documents: list[str]) -> list[dict[str, Any]]:
+    """Send ``documents`` twice (the second sighting queues them), wait until they are learnt."""
+    queued, done = _work(server, "queued"), _work(server, "done")
+    summaries = [_ask(client, server, documents) for _ in range(2)]
+    assert _work(server, "queued") == queued + 1
+    _until_learnt(server, done)
+    return summaries
+
+
+def test_documents_sent_again_and_again_take_the_in_context_recipe(learning: Server) -> None:
+    documents = _documents("Freedonia", "Sylvania", "Grand Fenwick")
+    with learning.client() as client:
+        first, second = _learn(client, learning, documents)
+        third = _ask(client, learning, documents)
+    assert first["context"] == second["context"] == "cold"
+    assert first["metric"] == "v"
+    assert third["context"] == "learnt" and third["metric"] == "probe"
+    assert third["chunks_hit"] == 3 and third["chunks_missed"] == 0
+    assert third["reused_tokens"] > 0
+
+
+def test_the_same_documents_with_other_companions_stay_cold(learning: Server) -> None:
+    documents = _documents("Lilliput", "Blefuscu", "Laputa")
+    with learning.client() as client:
+        _learn(client, learning, documents)
+        assert _ask(client, learning, documents)["context"] == "learnt"
+        reordered = _ask(client, learning, [documents[1], documents[0], documents[2]])
+        joined = _ask(client, learning, [*documents, *_documents("Balnibarbi")])
+    assert reordered["context"] == joined["context"] == "cold"
+    assert reordered["metric"] == joined["metric"] == "v"
+
+
+def test_the_server_answers_while_it_learns(learning: Server) -> None:
+    documents = _documents("Ruritania", "Genovia", "Kreplachistan", "Elbonia")
+    with learning.client() as client:
+        queued, done = _work(learning, "queued"), _work(learning, "done")
+        _ask(client, learning, documents)
+        _ask(client, learning, documents)
+        assert _work(learning, "queued") == queued + 1
+        # Learning waits for live requests; these are answered whatever it is doing.
+        for place in ("Molvania", "Vulgaria"):
+            assert _ask(client, learning, _documents(place, "Zenda"))["context"] == "cold"
+            assert httpx.get(f"{learning.url}/health").status_code == 200
+        _until_learnt(learning, done)
+        assert _ask(client, learning, documents)["context"] == "learnt"
+
+
+def test_without_learning_documents_stay_cold(server: Server) -> None:
+    documents = _documents("Atlantis", "Lemuria", "Mu")
+    with server.client() as client:
+        contexts = [_ask(client, server, documents)["context"] for _ in range(3)]
+    assert contexts == ["cold"] * 3
+    assert _work(server, "queued") == _work(server, "done") == 0
