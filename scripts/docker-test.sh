@@ -4,7 +4,10 @@
 # check that documents and chunk KV survive in the volume; then two replicas of the same image
 # behind nginx (docker/compose.scale.yaml, checked by docker/scale_check.py) share one library in
 # PostgreSQL. Prints image size and time to ready.
-#   bash scripts/docker-test.sh
+#   bash scripts/docker-test.sh [--build-only]
+# --build-only: start dockerd, make the base image and build every image of both stacks, then
+# stop (no test); a later run then builds from that layer cache in seconds. `.ci/run` builds
+# this way while the test suite runs.
 # Starts dockerd when no engine answers (installing Debian's docker.io if needed; stopped again
 # at the end, by PID). Cannot start one: says so loudly and exits 0 (SKIPPED).
 # Knobs: RAGBLEND_DOCKER_CACHE (/var/cache/ragblend), RAGBLEND_DOCKER_TEST_PORT (18000),
@@ -25,6 +28,8 @@ project="ragblend-smoke"
 mkdir -p "$cache"
 work="$(mktemp -d)"
 started_dockerd=""
+build_only=""
+[ "${1:-}" != "--build-only" ] || build_only=1
 
 say() { echo "docker-test: $*" >&2; }
 skip() {
@@ -126,14 +131,19 @@ cleanup() {
     kill "$started_dockerd" 2>/dev/null && wait "$started_dockerd" 2>/dev/null || true
   fi
   rm -rf "$work"
-  [ "$status" = 0 ] && echo "docker-test: PASSED" >&2 || echo "docker-test: FAILED" >&2
+  local done="PASSED"
+  [ -z "$build_only" ] || done="images built"
+  [ "$status" = 0 ] && echo "docker-test: $done" >&2 || echo "docker-test: FAILED" >&2
 }
 compose_cmd=()
 prometheus_pid=""
 scale_started=""
 trap cleanup EXIT
 
-[ -x "$python" ] || { say "$python missing: run bash scripts/install.sh dev"; exit 1; }
+[ -n "$build_only" ] || [ -x "$python" ] || {
+  say "$python missing: run bash scripts/install.sh dev"
+  exit 1
+}
 command -v docker >/dev/null || [ "$(id -u)" != 0 ] || {
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io; } >&2 \
     || skip "could not install docker.io"
@@ -147,6 +157,15 @@ provide_torch_wheel
 export RAGBLEND_DOCKER_CA_BUNDLE="${RAGBLEND_DOCKER_CA_BUNDLE:-${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}}"
 export RAGBLEND_MODEL=smollm2-135m-instruct RAGBLEND_PORT="$port"
 export RAGBLEND_API_KEYS="smoke-$RANDOM$RANDOM"
+if [ -n "$build_only" ]; then
+  # Only the scale stack's file interpolation reads these; no image holds them.
+  export RAGBLEND_CHUNK_CACHE_SECRET=unused-by-builds RAGBLEND_POSTGRES_PASSWORD=unused-by-builds
+  say "building the images of both stacks (base $RAGBLEND_BASE_IMAGE); no test in this run"
+  compose --progress plain build >"$cache/compose-build.log" 2>&1 \
+    && scale --progress plain build >>"$cache/compose-build.log" 2>&1 \
+    || { tail -60 "$cache/compose-build.log" >&2; exit 1; }
+  exit 0
+fi
 RAGBLEND_CHUNK_CACHE_SECRET="$("$python" -c 'import secrets; print(secrets.token_hex(32))')"
 RAGBLEND_POSTGRES_PASSWORD="$("$python" -c 'import secrets; print(secrets.token_hex(16))')"
 export RAGBLEND_CHUNK_CACHE_SECRET RAGBLEND_POSTGRES_PASSWORD

@@ -20,6 +20,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 TEST_MODEL = "smollm2-135m-instruct"
 API_KEY = "test-key"
+PROJECT_KEYS = {
+    "alpha": "key-a",
+    "beta": "key-b",
+    "gamma": "key-g",
+    "delta": "key-d",
+    "epsilon": "key-e",
+    "zeta": "key-z",
+}
+"""Keys of the projects the servers also serve (`test_projects.py`); gamma and delta share
+chunk KV with each other and with the default project."""
 MAX_CONCURRENT = 8
 MAX_MODEL_LEN = 2048
 MAX_DOCUMENT_BYTES = 100_000
@@ -63,9 +73,7 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextmanager
-def running_server(
-    data_dir: Path, extra_env: dict[str, str] | None = None
-) -> Iterator[Server]:
+def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
     """``ragblend serve`` in a subprocess on SmolLM2 with ``data_dir``, until the block ends;
     ``extra_env`` adds or overrides settings."""
     models_dir = Path(os.environ.get("RAGBLEND_MODELS_DIR", REPO / "data" / "models"))
@@ -76,7 +84,10 @@ def running_server(
         "RAGBLEND_MODEL": TEST_MODEL,
         "RAGBLEND_DATA_DIR": str(data_dir),
         "RAGBLEND_MODELS_DIR": str(models_dir),
-        "RAGBLEND_API_KEYS": f"other-key,{API_KEY}",
+        "RAGBLEND_API_KEYS": ",".join(
+            ["other-key", API_KEY, *(f"{key}:{name}" for name, key in PROJECT_KEYS.items())]
+        ),
+        "RAGBLEND_SHARED_KV_PROJECTS": "default,gamma,delta",
         "RAGBLEND_MAX_CONCURRENT_REQUESTS": str(MAX_CONCURRENT),
         "RAGBLEND_MAX_MODEL_LEN": str(MAX_MODEL_LEN),
         "RAGBLEND_KV_CACHE_GIB": "1",

@@ -1,51 +1,31 @@
 """Projects on the real server (SQLite library, SmolLM2): every route tried with another
 project's ids and queries leaks nothing, and a chunk one project cached is a miss for another
-unless both share chunk KV."""
+unless both share chunk KV. The shared server's keys name the projects (`PROJECT_KEYS`): gamma
+and delta share chunk KV; epsilon and zeta send one request each, so nothing of theirs is cached
+before it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.integration.conftest import Server, running_server
+from tests.integration.conftest import PROJECT_KEYS, Server
 from tests.unit import project_probes
 
 pytestmark = pytest.mark.integration
 
-KEYS = {
-    "alpha": "key-a",
-    "beta": "key-b",
-    "gamma": "key-g",
-    "delta": "key-d",
-    "epsilon": "key-e",
-    "zeta": "key-z",
-}
-"""Gamma and delta share chunk KV; epsilon and zeta send one request each, so nothing of
-theirs is cached before it."""
-
-
-@pytest.fixture(scope="module")
-def projects_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    env = {
-        "RAGBLEND_API_KEYS": ",".join(f"{key}:{project}" for project, key in KEYS.items()),
-        "RAGBLEND_SHARED_KV_PROJECTS": "gamma,delta",
-    }
-    with running_server(tmp_path_factory.mktemp("projects"), env) as server:
-        yield server
-
 
 def client(server: Server, project: str) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {KEYS[project]}"}
+    headers = {"Authorization": f"Bearer {PROJECT_KEYS[project]}"}
     return httpx.Client(base_url=server.url, headers=headers, timeout=300)
 
 
-def test_every_route_with_another_projects_ids_leaks_nothing(projects_server: Server) -> None:
-    with client(projects_server, "alpha") as alpha, client(projects_server, "beta") as beta:
+def test_every_route_with_another_projects_ids_leaks_nothing(server: Server) -> None:
+    with client(server, "alpha") as alpha, client(server, "beta") as beta:
         owned = project_probes.make_objects(alpha)
-        project_probes.assert_nothing_leaks(beta, owned, projects_server.model)
+        project_probes.assert_nothing_leaks(beta, owned, server.model)
         project_probes.assert_still_owned(alpha, owned)
 
 
@@ -56,9 +36,9 @@ def _chat(http: httpx.Client, model: str, **fields: Any) -> dict[str, Any]:
     return reply.json()
 
 
-def test_retrieval_and_stored_responses_stay_in_their_project(projects_server: Server) -> None:
-    model = projects_server.model
-    with client(projects_server, "alpha") as alpha, client(projects_server, "beta") as beta:
+def test_retrieval_and_stored_responses_stay_in_their_project(server: Server) -> None:
+    model = server.model
+    with client(server, "alpha") as alpha, client(server, "beta") as beta:
         text = "Boiler B-5 trips its breaker whenever the feed pump P-9 runs dry overnight."
         documents = {"documents": [{"id": "alpha-only", "text": text}]}
         assert alpha.post("/v1/documents", json=documents).status_code == 200
@@ -89,21 +69,21 @@ def _blend(server: Server, project: str, documents: list[str]) -> dict[str, Any]
     return reply["blend"] | {"cached": reply["usage"]["prompt_tokens_details"]["cached_tokens"]}
 
 
-def test_a_chunk_one_project_cached_is_a_miss_for_another(projects_server: Server) -> None:
+def test_a_chunk_one_project_cached_is_a_miss_for_another(server: Server) -> None:
     """The same prompt from another project misses both caches: the chunk store and vLLM's
     prefix cache (``cached`` 0). The owner's reordered chunks all hit (reordered, so vLLM's
     prefix cache cannot serve them instead)."""
     documents = [f"Unit {n}: the pump shows code P-{n}{n} after a cold start." for n in (1, 2)]
-    first = _blend(projects_server, "alpha", documents)
+    first = _blend(server, "alpha", documents)
     assert first["chunks_missed"] == 2
-    other = _blend(projects_server, "epsilon", documents)
+    other = _blend(server, "epsilon", documents)
     assert (other["chunks_hit"], other["chunks_missed"], other["cached"]) == (0, 2, 0)
-    assert _blend(projects_server, "alpha", documents[::-1])["chunks_hit"] == 2
+    assert _blend(server, "alpha", documents[::-1])["chunks_hit"] == 2
 
 
-def test_projects_that_share_chunk_kv_hit_each_others_chunks(projects_server: Server) -> None:
+def test_projects_that_share_chunk_kv_hit_each_others_chunks(server: Server) -> None:
     documents = [f"Crane {n} lifts {n} tonnes when the wind is calm." for n in (3, 4)]
-    assert _blend(projects_server, "gamma", documents)["chunks_missed"] == 2
-    assert _blend(projects_server, "delta", documents[::-1])["chunks_hit"] == 2
-    salted = _blend(projects_server, "zeta", documents)
+    assert _blend(server, "gamma", documents)["chunks_missed"] == 2
+    assert _blend(server, "delta", documents[::-1])["chunks_hit"] == 2
+    salted = _blend(server, "zeta", documents)
     assert (salted["chunks_hit"], salted["cached"]) == (0, 0)
