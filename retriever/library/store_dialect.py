@@ -23,9 +23,10 @@ from retriever.db.postgres import PgDatabase, QmarkConnection, QmarkDatabase
 from retriever.db.sqlite import ObjectDatabase
 from retriever.library import changelog
 from retriever.library.changelog import ChangeKind
+from retriever.library.fts5_search import fts5_search
 from retriever.library.kv_presence import Executor
 from retriever.library.records import CHUNK_COLUMNS, CHUNK_IN_PROJECT
-from retriever.search.keywords import fts5_match, tsquery_text
+from retriever.search.keywords import tsquery_text
 
 CLAIM_LEASE_S = 120
 """How long a replica's claim on a chunk to precompute lasts; after that another may take it."""
@@ -65,20 +66,9 @@ class StoreDialect:
         project: str | None,
     ) -> list[tuple[int, float]]:
         """Up to `limit` chunks holding any of `terms` (within `document_ids` and `project`'s
-        documents when given) with their BM25 score, best first (FTS5's `bm25`, negated so
-        that higher is better).
-
-        The chunks FTS5 matches are checked one by one (`CROSS JOIN` keeps FTS5 the outer
-        loop): a set of allowed rowids (`rowid IN (...)`) would be handed to FTS5 as a lookup
-        per rowid, one full-text query for each chunk of the project."""
+        documents when given) with their BM25 score, best first (`fts5_search`)."""
         conditions, parameters = self._chunk_conditions(document_ids, project)
-        join = " CROSS JOIN chunks ON chunks.id = chunks_fts.rowid" if conditions else ""
-        rows = connection.execute(
-            f"SELECT chunks_fts.rowid, bm25(chunks_fts) AS score FROM chunks_fts{join} "
-            f"WHERE chunks_fts MATCH ?{conditions} ORDER BY score, chunks_fts.rowid LIMIT ?",
-            (fts5_match(terms), *parameters, limit),
-        ).fetchall()
-        return [(int(row[0]), -float(row[1])) for row in rows]
+        return fts5_search(connection, terms, limit, conditions, parameters)
 
     def _chunk_conditions(
         self, document_ids: Sequence[str] | None, project: str | None
