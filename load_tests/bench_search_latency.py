@@ -11,8 +11,10 @@ the shared ones), so each chunk's text is ``--sentences`` sentences drawn at ran
 real passages of the three QA tasks (real words at their real frequencies, which is what a
 full-text index's cost depends on; every text distinct, as the library stores identical content
 once), and its vector is pseudo-random (unit Gaussian, seeded by the text): a flat index scans
-every vector whatever their values. Each size is a fresh library in a scratch folder (SQLite
-with FTS5, the default backend), ingested through ``Library.ingest``.
+every vector whatever their values. Each size is a library (SQLite with FTS5, the default
+backend) ingested through ``Library.ingest`` into a scratch folder, or with ``--libraries DIR``
+into ``DIR/<chunks>`` once and reused by later runs (100K chunks take 10-20 minutes to ingest),
+which is also how two versions of the code are timed on the same libraries.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -82,9 +86,23 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
     return {"p50_ms": 1000 * statistics.median(seconds), "p95_ms": 1000 * cuts[18]}
 
 
-def measure(library, questions: list[str], top_k: int) -> dict[str, dict[str, float]]:
-    """Per ranking: the latency percentiles of searching every question (after one warm-up);
-    and of embedding the question alone, which every search but a keyword-only one includes."""
+@contextmanager
+def library_folder(libraries: str | None, count: int) -> Iterator[Path]:
+    """Where the library of `count` texts is built: `libraries/<count>`, kept, or a scratch
+    folder removed afterwards."""
+    if libraries is not None:
+        yield Path(libraries) / str(count)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        yield Path(folder)
+
+
+def measure(
+    library, questions: list[str], top_k: int, rankings: list[str]
+) -> dict[str, dict[str, float]]:
+    """Per ranking of `rankings`: the latency percentiles of searching every question (after one
+    warm-up); and of embedding the question alone, which every search but a keyword-only one
+    includes."""
     from retriever import Ranking
 
     library.embedder.embed(questions[:1])
@@ -94,8 +112,8 @@ def measure(library, questions: list[str], top_k: int) -> dict[str, dict[str, fl
         library.embedder.embed([question])
         seconds.append(time.perf_counter() - started)
     results = {"(query embedding)": percentiles(seconds)}
-    for name, weights in RANKINGS.items():
-        ranking = Ranking(*weights)
+    for name in rankings:
+        ranking = Ranking(*RANKINGS[name])
         library.search(questions[0], top_k, None, None, ranking)
         seconds = []
         for question in questions:
@@ -129,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=300, help="questions timed per ranking")
+    parser.add_argument("--rankings", nargs="+", choices=list(RANKINGS), default=list(RANKINGS))
+    parser.add_argument("--libraries", help="build each size's library under DIR/<chunks> once")
     parser.add_argument("--top-k", type=int, default=6, help="chunks per search")
     parser.add_argument("--sentences", type=int, default=5, help="sentences per chunk")
     parser.add_argument("--seed", type=int, default=0)
@@ -156,17 +176,20 @@ def main(argv: list[str] | None = None) -> int:
     embedder = Embedder()
     rows = []
     for count in args.chunks:
-        texts = chunk_texts(sentences, count, args.sentences, args.seed)
-        with tempfile.TemporaryDirectory() as folder:
-            library = Library(Path(folder), tokenizer, PseudoRandomVectors(embedder.dim))
+        with library_folder(args.libraries, count) as folder:
+            library = Library(folder, tokenizer, PseudoRandomVectors(embedder.dim))
             started = time.monotonic()
-            for start in range(0, count, INGEST_BATCH):
-                batch = texts[start : start + INGEST_BATCH]
-                library.ingest([NewDocument(f"d{start + n}", text) for n, text in enumerate(batch)])
+            if library.list(0, 1)[1] < count:  # not built yet, or cut short
+                texts = chunk_texts(sentences, count, args.sentences, args.seed)
+                for start in range(0, count, INGEST_BATCH):
+                    batch = texts[start : start + INGEST_BATCH]
+                    library.ingest(
+                        [NewDocument(f"d{start + n}", text) for n, text in enumerate(batch)]
+                    )
             stored = len(library.store.chunk_ids())
             print(f"{count} texts: {stored} chunks in {time.monotonic() - started:.0f} s")
             library.embedder = embedder  # queries are embedded for real
-            results = measure(library, questions, args.top_k)
+            results = measure(library, questions, args.top_k, args.rankings)
             library.close()
         rows += [{"chunks": stored, "ranking": name, **r} for name, r in results.items()]
         report(rows, args)  # after each size, so a cut run keeps the sizes it finished

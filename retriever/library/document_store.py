@@ -32,7 +32,7 @@ from retriever.library.drafts import (
 )
 from retriever.library.drafts import DocumentConflict as DocumentConflict
 from retriever.library.records import (
-    DEFAULT_PROJECT,
+    CHUNK_IN_PROJECT,
     PROJECT_CHUNKS,
     ChunkRow,
     DocumentDraft,
@@ -157,16 +157,18 @@ class DocumentStore:
         condition, ids = self._dialect.any_of("id", chunk_ids)
         parameters: tuple[object, ...] = (ids,)
         if project is not None:
-            condition, parameters = f"{condition} AND {PROJECT_CHUNKS}", (ids, project)
+            condition, parameters = f"{condition} AND {CHUNK_IN_PROJECT}", (ids, project)
         with self._db.reading() as connection:
             rows = select_chunks(connection, condition, *parameters)
         return in_requested_order(rows, chunk_ids)
 
     def holds_only(self, project: str) -> bool:
-        """Whether every stored document is `project`'s (a search then needs no filter)."""
+        """Whether every stored document is `project`'s (a search then needs no filter). Asked
+        as two ranges of the project index, which `<>` would scan whole."""
         with self._db.reading() as connection:
             row = connection.execute(
-                "SELECT 1 FROM documents WHERE project <> ? LIMIT 1", (project,)
+                "SELECT 1 FROM documents WHERE project < ? OR project > ? LIMIT 1",
+                (project, project),
             ).fetchone()
         return row is None
 
@@ -175,11 +177,12 @@ class DocumentStore:
         query: str,
         limit: int,
         document_ids: Sequence[str] | None = None,
-        project: str = DEFAULT_PROJECT,
+        project: str | None = None,
     ) -> list[tuple[int, float]]:
-        """Up to `limit` (chunk id, score) pairs of `project`'s chunks holding any word of
-        `query`, best first, within `document_ids` when given (`retriever.search.keywords`);
-        none for a query without words."""
+        """Up to `limit` (chunk id, score) pairs of chunks holding any word of `query`, best
+        first, within `document_ids` when given and `project`'s chunks when given (None: every
+        project's, for a library that holds one) (`retriever.search.keywords`); none for a
+        query without words."""
         terms = keyword_terms(query)
         if not terms:
             return []

@@ -143,14 +143,16 @@ class Library:
         Both rankings filter by project inside the search rather than after it: the dense one
         searches only the project's chunk ids (FAISS's id selector), the keyword one only rows
         of the project's documents, so another project's chunks neither show nor crowd out
-        this one's. While the library holds only this project's documents the dense search
-        runs unfiltered; the chunks found are read back within the project either way."""
+        this one's. While the library holds only this project's documents both run unfiltered
+        (a filter costs a check per chunk found); the chunks found are read back within the
+        project either way. Hybrid runs the two searches at once (`ranked_chunks`)."""
         if not query.strip():
             raise ValueError("query is empty")
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
+        shared = not self.store.holds_only(project)
         allowed = None
-        if document_ids is not None or not self.store.holds_only(project):
+        if document_ids is not None or shared:
             allowed = self.store.chunk_ids(document_ids, project)
             if not allowed:
                 return []
@@ -159,7 +161,9 @@ class Library:
             ranking,
             top_k if reranker is None else FUSION_DEPTH,
             lambda n: self.index.search(self.embedder.embed([query])[0], n, allowed),
-            lambda n: self.store.keyword_search(query, n, document_ids, project),
+            lambda n: self.store.keyword_search(
+                query, n, document_ids, project if shared else None
+            ),
         )
         found = [chunk_id for chunk_id, _ in scored]
         rows = {row.id: row for row in self.store.chunks_for(found, project)}

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from retriever.library.records import (
-    DEFAULT_PROJECT,
     ChunkRow,
     DocumentDraft,
     DocumentRow,
@@ -80,7 +79,7 @@ class LibraryStore(Protocol):
         query: str,
         limit: int,
         document_ids: Sequence[str] | None = None,
-        project: str = DEFAULT_PROJECT,
+        project: str | None = None,
     ) -> list[tuple[int, float]]: ...
 
     def set_status(self, doc_id: str, status: DocumentStatus) -> bool: ...

@@ -19,7 +19,10 @@ DOCUMENT_COLUMNS = "id, content_hash, metadata, status, created_at, num_chunks, 
 DEFAULT_PROJECT = "default"
 """The project of everything stored before projects, and of every request without API keys."""
 PROJECT_CHUNKS = "document_id IN (SELECT id FROM documents WHERE project = ?)"
-"""Chunks of one project's documents (one `?`: the project)."""
+"""Chunks of one project's documents (one `?`: the project), to list them all: SQLite builds the
+set of the project's documents first, which costs as much as the project is large."""
+CHUNK_IN_PROJECT = "(SELECT project FROM documents WHERE documents.id = chunks.document_id) = ?"
+"""The same, to check chunks found otherwise (by id, by keyword): one lookup per chunk."""
 CHUNK_COLUMNS = "id, document_id, chunk_index, text, token_ids, kv_cached"
 _TOKEN_DTYPE = np.dtype("<i4")
 

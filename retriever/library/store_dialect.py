@@ -23,9 +23,10 @@ from retriever.db.postgres import PgDatabase, QmarkConnection, QmarkDatabase
 from retriever.db.sqlite import ObjectDatabase
 from retriever.library import changelog
 from retriever.library.changelog import ChangeKind
+from retriever.library.fts5_search import fts5_search
 from retriever.library.kv_presence import Executor
-from retriever.library.records import CHUNK_COLUMNS, PROJECT_CHUNKS
-from retriever.search.keywords import fts5_match, tsquery_text
+from retriever.library.records import CHUNK_COLUMNS, CHUNK_IN_PROJECT
+from retriever.search.keywords import tsquery_text
 
 CLAIM_LEASE_S = 120
 """How long a replica's claim on a chunk to precompute lasts; after that another may take it."""
@@ -62,24 +63,27 @@ class StoreDialect:
         terms: list[str],
         limit: int,
         document_ids: Sequence[str] | None,
-        project: str,
+        project: str | None,
     ) -> list[tuple[int, float]]:
-        """Up to `limit` chunks of `project`'s documents holding any of `terms` (within
-        `document_ids` when given) with their BM25 score, best first (FTS5's `bm25`, negated so
-        that higher is better)."""
-        parameters: list[Any] = [fts5_match(terms), project]
-        within = f" AND rowid IN (SELECT id FROM chunks WHERE {PROJECT_CHUNKS}"
+        """Up to `limit` chunks holding any of `terms` (within `document_ids` and `project`'s
+        documents when given) with their BM25 score, best first (`fts5_search`)."""
+        conditions, parameters = self._chunk_conditions(document_ids, project)
+        return fts5_search(connection, terms, limit, conditions, parameters)
+
+    def _chunk_conditions(
+        self, document_ids: Sequence[str] | None, project: str | None
+    ) -> tuple[str, list[Any]]:
+        """` AND ...` conditions on a row of `chunks` for a keyword search, and their
+        parameters; empty when the search is not restricted."""
+        conditions, parameters = "", []
+        if project is not None:
+            conditions += f" AND {CHUNK_IN_PROJECT}"
+            parameters.append(project)
         if document_ids is not None:
             condition, ids = self.any_of("document_id", document_ids)
-            within += f" AND {condition}"
+            conditions += f" AND {condition}"
             parameters.append(ids)
-        within += ")"
-        rows = connection.execute(
-            "SELECT rowid, -bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?"
-            f"{within} ORDER BY bm25(chunks_fts), rowid LIMIT ?",
-            (*parameters, limit),
-        ).fetchall()
-        return [(int(row[0]), float(row[1])) for row in rows]
+        return conditions, parameters
 
     def claim(self, connection: Executor, condition: str, limit: int, claimant: str) -> list[Any]:
         """Chunks matching `condition` as CHUNK_COLUMNS plus `kv_stale`: with one server per
@@ -115,21 +119,16 @@ class PostgresDialect(StoreDialect):
         terms: list[str],
         limit: int,
         document_ids: Sequence[str] | None,
-        project: str,
+        project: str | None,
     ) -> list[tuple[int, float]]:
         """The same from the chunks' `search_words` (English stemming and stop words), ranked
         by `ts_rank` normalized by length: term frequency, without BM25's rarity weighting."""
-        parameters: list[Any] = [tsquery_text(terms), project]
-        within = f" AND {PROJECT_CHUNKS}"
-        if document_ids is not None:
-            condition, ids = self.any_of("document_id", document_ids)
-            within = f" AND {condition}"
-            parameters.append(ids)
+        conditions, parameters = self._chunk_conditions(document_ids, project)
         rows = connection.execute(
             "SELECT id, ts_rank(search_words, query, 1) AS score "
             "FROM chunks, to_tsquery('english', ?) AS query "
-            f"WHERE search_words @@ query{within} ORDER BY score DESC, id LIMIT ?",
-            (*parameters, limit),
+            f"WHERE search_words @@ query{conditions} ORDER BY score DESC, id LIMIT ?",
+            (tsquery_text(terms), *parameters, limit),
         ).fetchall()
         return [(int(row[0]), float(row[1])) for row in rows]
 

@@ -28,9 +28,12 @@ _STOP_WORD_LIST = """
     ourselves out over own same she should so some such than that the their theirs them
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself yourselves
+    s t d ll m re ve
 """
 STOP_WORDS = frozenset(_STOP_WORD_LIST.split())
-"""Function words of English, searched for by no one."""
+"""Function words of English, searched for by no one, and what a word splits off an apostrophe
+("Charlotte's", "don't", "we'll"): at 100K chunks "s" alone was in 69% of them, where BM25 gives
+it no weight at all (FTS5 floors the rarity of a word in over half the chunks near 0)."""
 
 
 def keyword_terms(query: str) -> list[str]:

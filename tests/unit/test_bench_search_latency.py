@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 
-from load_tests.bench_search_latency import PseudoRandomVectors, chunk_texts, percentiles
+from load_tests.bench_search_latency import (
+    PseudoRandomVectors,
+    chunk_texts,
+    library_folder,
+    percentiles,
+)
 
 
 def test_chunk_texts_are_distinct_draws_of_whole_sentences():
@@ -27,3 +32,11 @@ def test_percentiles_in_milliseconds():
     result = percentiles(seconds)
     assert result["p50_ms"] == pytest.approx(50.5)
     assert result["p95_ms"] == pytest.approx(95.05)
+
+
+def test_libraries_are_kept_per_size_when_asked_else_removed(tmp_path):
+    with library_folder(str(tmp_path), 100) as folder:
+        assert folder == tmp_path / "100"
+    with library_folder(None, 100) as folder:
+        (folder / "documents.sqlite3").write_text("")
+    assert not folder.exists()

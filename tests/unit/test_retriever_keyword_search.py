@@ -125,3 +125,17 @@ def test_a_reranker_reorders_unless_the_ranking_says_none(tmp_path):
         assert reranked[0].score == pytest.approx(1 / len(CALM.text))  # the reranker's score
     finally:
         library.close()
+
+
+def test_a_word_most_chunks_hold_still_counts_and_still_finds(open_library):
+    library = open_library()
+    library.ingest(
+        [NewDocument(f"plot{n}", f"Garden plot {n} grows beans.") for n in range(1100)]
+        + [NewDocument(f"gnome{n}", f"Gnome {n} stands by the pond.") for n in range(60)]
+        + [NewDocument("both", "A gnome stands in the garden."), NewDocument("moon", "Moon.")]
+    )
+    # Of the chunks holding the rarer word, the one that also holds the common word is first.
+    assert ids(library.search("garden gnome", top_k=1, ranking=KEYWORDS)) == ["both"]
+    # Too few chunks hold the rarer word: chunks holding only the common one come next.
+    found = ids(library.search("moon garden", top_k=3, ranking=KEYWORDS))
+    assert found[0] == "moon" and len(found) == 3
