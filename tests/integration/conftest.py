@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 TEST_MODEL = "smollm2-135m-instruct"
 API_KEY = "test-key"
+API_KEYS = f"other-key,{API_KEY}"
+"""Every server's keys (both ``default``'s) unless a fixture says otherwise."""
+PROJECT_KEYS = {"alpha": "alpha-key", "beta": "beta-key"}
+API_KEYS_WITH_PROJECTS = ",".join([API_KEYS, *(f"{k}:{p}" for p, k in PROJECT_KEYS.items())])
+"""`API_KEYS` and a key each for projects alpha and beta, for fixtures serving projects too."""
 MAX_CONCURRENT = 8
 MAX_MODEL_LEN = 2048
 MAX_DOCUMENT_BYTES = 100_000
@@ -40,6 +45,11 @@ class Server:
         headers = {"Authorization": f"Bearer {self.api_key}"}
         # Generous: on a busy 2-core machine eight concurrent ratio-1.0 blends take ~100 s.
         return httpx.Client(base_url=self.url, headers=headers, timeout=300)
+
+
+def as_project(server: Server, project: str) -> Server:
+    """`server` reached with `project`'s key (`PROJECT_KEYS`; the server must hold it)."""
+    return replace(server, api_key=PROJECT_KEYS[project])
 
 
 def _free_port() -> int:
@@ -76,7 +86,7 @@ def running_server(
         "RAGBLEND_MODEL": TEST_MODEL,
         "RAGBLEND_DATA_DIR": str(data_dir),
         "RAGBLEND_MODELS_DIR": str(models_dir),
-        "RAGBLEND_API_KEYS": f"other-key,{API_KEY}",
+        "RAGBLEND_API_KEYS": API_KEYS,
         "RAGBLEND_MAX_CONCURRENT_REQUESTS": str(MAX_CONCURRENT),
         "RAGBLEND_MAX_MODEL_LEN": str(MAX_MODEL_LEN),
         "RAGBLEND_KV_CACHE_GIB": "1",
