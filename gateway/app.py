@@ -23,6 +23,7 @@ from gateway.http.errors import ContainUnexpectedErrors, install_error_handlers
 from gateway.http.library_metrics import LIBRARY_PROGRESS
 from gateway.http.limits import RequestLimits
 from gateway.http.metrics import RequestCounter
+from gateway.http.project_storage import PROJECT_STORAGE
 from gateway.http.store_metrics import CHUNK_STORE
 from gateway.rag.chunk_context import NeighbourContext
 from gateway.rag.chunked_prompt import chunk_prefix
@@ -75,6 +76,8 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
                 await state.learnt_contexts.stop()
             if state.kv_status is not None:
                 await state.kv_status.stop()
+            if PROJECT_STORAGE.state is state:
+                PROJECT_STORAGE.state = None
             if state.rag_objects is not None:
                 state.rag_objects.close()
             if state.library is not None:
@@ -85,6 +88,7 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
 
     app = FastAPI(title="ragblend", version="0.1.0", lifespan=lifespan)
     app.state.ragblend = state
+    PROJECT_STORAGE.state = state
     app.add_middleware(RequestLimits, settings=settings, keys=state.keys)
     app.add_middleware(ContainUnexpectedErrors)
     app.add_middleware(RequestCounter)

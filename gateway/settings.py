@@ -216,6 +216,11 @@ class Settings(BlendServerSettings):
         shared_secret(value.get_secret_value())
         return value
 
+    @field_validator("api_keys_file", mode="before")
+    @classmethod
+    def _key_file_empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value  # compose's default
+
     @field_validator("tool_parser")
     @classmethod
     def _tool_parser_known(cls, value: str) -> str:

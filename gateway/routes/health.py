@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -31,6 +33,6 @@ async def prometheus_metrics() -> Response:
 
     The gateway is one process, so this process's registry holds every value even when
     ``PROMETHEUS_MULTIPROC_DIR`` is set (prometheus_client then also writes them to files there,
-    which nothing here reads).
+    which nothing here reads). Collected on a thread: some collectors read the database.
     """
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    return Response(await asyncio.to_thread(generate_latest), media_type=CONTENT_TYPE_LATEST)

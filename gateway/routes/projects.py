@@ -1,5 +1,6 @@
 """``GET /v1/projects``, for admin keys (``key:project:admin``): every project, its usage since
-the start (`gateway.http.project_usage`) and what it stores.
+the start (`gateway.http.project_usage`) with the bytes it stores now
+(`gateway.http.project_storage`), and what it stores.
 
 The projects listed are those the API keys name now, and any that still stores something (a
 project whose keys were removed keeps its objects until deleted). Another key gets a 403: this
@@ -14,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 
 from gateway.http.errors import APIError
+from gateway.http.project_storage import stored_bytes
 from gateway.http.projects import Caller
 from gateway.state import AppState, authorized, library_state
 
@@ -37,7 +39,8 @@ async def list_projects(state: Annotated[AppState, Depends(library_state)]) -> d
         {
             "id": name,
             "object": "project",
-            "usage": state.usage.of(name).as_dict(),
+            "usage": state.usage.of(name).as_dict()
+            | {"stored_bytes": sum(stored_bytes(stored.get(name, {})).values())},
             "stored": stored.get(name, {}),
         }
         for name in names

@@ -36,14 +36,22 @@ class RagObjects:
             if database_url is None
             else QmarkDatabase(PgDatabase(database_url), OBJECTS_WRITE_LOCK)
         )
+        self._text_bytes = (
+            "length(CAST(text AS BLOB))" if database_url is None else "octet_length(text)"
+        )
+        """UTF-8 bytes of a text column: SQLite before 3.43 has no octet_length."""
         self._bind(DEFAULT_PROJECT)
 
     def stored_by_project(self) -> dict[str, dict[str, int]]:
-        """What each project stores: documents (and their characters), files (and their bytes),
-        vector stores and responses; projects storing nothing are left out."""
+        """What each project stores: documents (their characters, and the UTF-8 bytes of the
+        chunk text the library keeps for them, overlaps included), files (and their bytes),
+        vector stores and responses; projects storing nothing are left out. The document bytes
+        read every chunk's text: one pass over the library's text per call."""
+        chunks = "documents JOIN chunks ON chunks.document_id = documents.id"
         counts = (
             ("documents", "count(*)", "documents"),
             ("document_chars", "sum(num_chars)", "documents"),
+            ("document_bytes", f"sum({self._text_bytes})", chunks),
             ("files", "count(*)", "files"),
             ("file_bytes", "sum(bytes)", "files"),
             ("vector_stores", "count(*)", "vector_stores"),

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,10 @@ PROJECT_KEYS = {
     "epsilon": "key-e",
     "zeta": "key-z",
 }
-"""Keys of the projects the servers also serve (`test_projects.py`); gamma and delta share
-chunk KV with each other and with the default project."""
+"""Keys of the projects every server also serves (`test_projects.py`, the replica pairs); gamma
+and delta share chunk KV with each other and with the default project."""
+API_KEYS = ",".join(["other-key", API_KEY, *(f"{k}:{p}" for p, k in PROJECT_KEYS.items())])
+"""Every server's keys: two of the ``default`` project's and one per project above."""
 MAX_CONCURRENT = 8
 MAX_MODEL_LEN = 2048
 MAX_DOCUMENT_BYTES = 100_000
@@ -50,6 +52,11 @@ class Server:
         headers = {"Authorization": f"Bearer {self.api_key}"}
         # Generous: on a busy 2-core machine eight concurrent ratio-1.0 blends take ~100 s.
         return httpx.Client(base_url=self.url, headers=headers, timeout=300)
+
+
+def as_project(server: Server, project: str) -> Server:
+    """`server` reached with `project`'s key (`PROJECT_KEYS`; the server must hold it)."""
+    return replace(server, api_key=PROJECT_KEYS[project])
 
 
 def _free_port() -> int:
@@ -84,9 +91,7 @@ def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> I
         "RAGBLEND_MODEL": TEST_MODEL,
         "RAGBLEND_DATA_DIR": str(data_dir),
         "RAGBLEND_MODELS_DIR": str(models_dir),
-        "RAGBLEND_API_KEYS": ",".join(
-            ["other-key", API_KEY, *(f"{key}:{name}" for name, key in PROJECT_KEYS.items())]
-        ),
+        "RAGBLEND_API_KEYS": API_KEYS,
         "RAGBLEND_SHARED_KV_PROJECTS": "default,gamma,delta",
         "RAGBLEND_MAX_CONCURRENT_REQUESTS": str(MAX_CONCURRENT),
         "RAGBLEND_MAX_MODEL_LEN": str(MAX_MODEL_LEN),

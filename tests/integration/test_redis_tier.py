@@ -3,7 +3,8 @@
 Servers A and B run SmolLM2 with separate data dirs (so neither can see the other's disk tier),
 the same Redis and the same `RAGBLEND_CHUNK_CACHE_SECRET`. Their memory tiers are too small to
 hold a chunk, so every hit is read from disk or Redis. A server given the Redis without that
-secret refuses to start (each would sign with its own and refuse the others' chunks).
+secret refuses to start (each would sign with its own and refuse the others' chunks). Projects
+alpha and beta have keys too: chunk KV is salted per project in Redis as everywhere else.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ import pytest
 from gateway.cli.selfcheck import CAPITALS, EXACT_DIVERGENCE, capital_document, divergence
 from gateway.cli.selfcheck import first_token_distribution as first_token
 from tests.integration.capital_questions import answer_text, ask_capital
-from tests.integration.conftest import REPO, TEST_MODEL, Server, running_server
+from tests.integration.conftest import (
+    REPO,
+    TEST_MODEL,
+    Server,
+    as_project,
+    running_server,
+)
 from tests.redis_server import RedisServer, running_redis
 
 pytestmark = pytest.mark.integration
@@ -121,14 +128,27 @@ def test_a_chunk_computed_by_one_server_is_a_hit_on_the_other(
     assert ask(second, DOCUMENTS)["blend"]["chunks_hit"] == len(DOCUMENTS)  # from B's disk now
 
 
+def test_a_chunk_alpha_cached_on_one_server_is_a_miss_for_beta_on_the_other(
+    servers: tuple[Server, Server], redis_server: RedisServer
+) -> None:
+    first, second = servers
+    documents = fresh_documents("alpha's")
+    before = stored_entries(redis_server)
+    assert ask(as_project(first, "alpha"), documents)["blend"]["chunks_missed"] == len(documents)
+    assert wait_for_entries(redis_server, before + len(documents))
+    theirs = ask(as_project(second, "beta"), documents)["blend"]
+    assert (theirs["chunks_hit"], theirs["chunks_missed"]) == (0, len(documents))
+    mine = ask(as_project(second, "alpha"), documents)["blend"]  # from Redis: B never saw them
+    assert (mine["chunks_hit"], mine["chunks_missed"]) == (len(documents), 0)
+
+
 def test_redis_killed_in_a_burst_costs_no_error_and_hits_return_after_a_restart(
     servers: tuple[Server, Server], redis_server: RedisServer
 ) -> None:
     burst = [fresh_documents(f"burst {index}") for index in range(6)] + [DOCUMENTS] * 6
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = [
-            pool.submit(ask, servers[index % 2], documents)
-            for index, documents in enumerate(burst)
+            pool.submit(ask, servers[index % 2], documents) for index, documents in enumerate(burst)
         ]
         for done, future in enumerate(as_completed(futures)):
             if done == 2:

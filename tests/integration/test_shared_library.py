@@ -3,8 +3,9 @@
 Servers A and B run SmolLM2 with separate data dirs and the same `RAGBLEND_DATABASE_URL`, a
 throwaway cluster from load_tests/postgres_launcher.py. "Retrievable on B" means B's own in-memory
 index finds the document: a `retrieval` request limited to that document (`document_ids`) cites
-it only once B's index holds its chunks. The outage test stops PostgreSQL while a large ingest is
-in flight and runs last.
+it only once B's index holds its chunks. Projects alpha and beta have keys too: what alpha makes on
+A is alpha's alone on B. The outage test stops PostgreSQL while a large ingest is in flight and
+runs last.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from load_tests.postgres_launcher import PostgresServer, running_postgres
-from tests.integration.conftest import Server, running_server
+from tests.integration.conftest import Server, as_project, running_server
+from tests.unit import project_probes
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +44,10 @@ def replicas(
 ) -> Iterator[tuple[Server, Server]]:
     # Chunks behind the fixed prefix: a neighbour context's refreshes would be precomputes too,
     # and the count below is of new chunks.
-    shared = {"RAGBLEND_DATABASE_URL": postgres.url, "RAGBLEND_CHUNK_CONTEXT": "passages"}
+    shared = {
+        "RAGBLEND_DATABASE_URL": postgres.url,
+        "RAGBLEND_CHUNK_CONTEXT": "passages",
+    }
     with ExitStack() as stack:
         first = stack.enter_context(running_server(tmp_path_factory.mktemp("a"), shared))
         second = stack.enter_context(running_server(tmp_path_factory.mktemp("b"), shared))
@@ -149,6 +154,25 @@ def test_each_new_chunk_is_precomputed_once_across_both_replicas(
     )
     after = sum(precomputed_chunks(server) for server in replicas)
     assert after - before == chunks, "a chunk was precomputed by both replicas, or by neither"
+
+
+def test_what_alpha_made_on_a_is_alphas_alone_on_b(replicas: tuple[Server, Server]) -> None:
+    """The isolation probes across replicas: alpha's file, vector store, batch and document made
+    on A are 404s, unlisted and never retrieved for beta on B, and all there for alpha on B.
+    After the precompute count above: alpha's chunks are precomputed meanwhile."""
+    first, second = replicas
+    alpha_b, beta_b = as_project(second, "alpha"), as_project(second, "beta")
+    with as_project(first, "alpha").client() as alpha:
+        owned = project_probes.make_objects(alpha, "doc-teal")
+    # B follows the library's changes in order: the document, made last, is found last.
+    wait_until(lambda: retrieves(alpha_b, owned.document_id), "alpha retrieving on B")
+    assert not retrieves(beta_b, owned.document_id)
+    assert status_of(beta_b, owned.document_id) is None
+    with beta_b.client() as beta:
+        project_probes.assert_nothing_leaks(beta, owned, second.model)
+    with alpha_b.client() as alpha:
+        project_probes.assert_still_owned(alpha, owned)
+    assert owned.document_id not in library_ids(second)  # nor is it the default project's
 
 
 def library_ids(server: Server) -> set[str]:

@@ -90,3 +90,17 @@ def objects_stay_in_their_project(library: Library, objects: RagObjects) -> None
     assert [f.file_id for f in a.vector_stores.searchable_files([store.id, own.id])] == ["file-a"]
     assert a.responses.get("resp_a").body == {"output": "secret"}
     assert [s.id for s in a.vector_stores.page(PageRequest())[0]] == [store.id]
+
+
+def stored_sizes_are_counted_per_project(library: Library, objects: RagObjects) -> None:
+    """Each project's stored bytes: the UTF-8 bytes of its documents' chunk text (not their
+    characters) and its files' bytes; a project storing nothing is not listed."""
+    text = "Ölpumpe P-7 zählt Tropfen: 3 € je Liter."
+    [document] = library.ingest([NewDocument("oil", text)], project="a")
+    library.ingest([SECRET], project="b")
+    objects.in_project("a").files.add("file-oil", document.id, False, "oil.txt", "user_data", b"x")
+    stored = objects.stored_by_project()
+    assert set(stored) == {"a", "b"}
+    assert stored["a"]["document_chars"] == len(text)
+    assert (stored["a"]["document_bytes"], stored["a"]["file_bytes"]) == (len(text.encode()), 1)
+    assert (stored["b"]["document_bytes"], stored["b"]["files"]) == (len(SECRET.text), 0)

@@ -60,6 +60,7 @@ def test_service_publishes_on_loopback_unless_told_and_keeps_data_in_the_named_v
     environment = wiring["environment"]
     assert environment["RAGBLEND_MODEL"] == "${RAGBLEND_MODEL:-qwen2.5-coder-0.5b-instruct}"
     assert environment["RAGBLEND_API_KEYS"] == "${RAGBLEND_API_KEYS:-}"
+    assert environment["RAGBLEND_API_KEYS_FILE"] == "${RAGBLEND_API_KEYS_FILE:-}"
     # The entrypoint learns where the port is published, to refuse serving it without a key.
     assert environment["RAGBLEND_PUBLISHED_ON"] == "${RAGBLEND_BIND:-127.0.0.1}"
     assert "secrets" not in wiring, "the default stack mounts no CA or other secret"
@@ -126,6 +127,19 @@ def test_entrypoint_refuses_a_public_port_without_a_key_and_says_why() -> None:
 def test_entrypoint_serves_a_public_port_with_a_key() -> None:
     result = run_entrypoint(RAGBLEND_PUBLISHED_ON="0.0.0.0", RAGBLEND_API_KEYS="k1")
     assert (result.returncode, result.stdout) == (0, "serving\n")
+
+
+def test_entrypoint_serves_a_public_port_with_a_key_file_but_not_an_empty_one(
+    tmp_path: Path,
+) -> None:
+    keys = tmp_path / "api_keys"
+    keys.write_text("")
+    public = {"RAGBLEND_PUBLISHED_ON": "0.0.0.0", "RAGBLEND_API_KEYS_FILE": str(keys)}
+    refused = run_entrypoint(**public)
+    assert refused.returncode == 64 and "RAGBLEND_API_KEYS_FILE" in refused.stderr
+    keys.write_text("k1:team\n")
+    served = run_entrypoint(**public)
+    assert (served.returncode, served.stdout) == (0, "serving\n")
 
 
 def test_smoke_override_passes_the_ca_as_secrets_and_local_build_settings() -> None:

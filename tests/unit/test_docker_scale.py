@@ -79,7 +79,8 @@ def test_replicas_keep_the_single_server_lifecycle(stack: dict[str, Any]) -> Non
     server, replica = single["services"]["ragblend"], stack["services"]["ragblend"]
     for key in ("shm_size", "cap_add", "init", "stop_signal", "stop_grace_period", "restart"):
         assert replica[key] == server[key], key
-    for key in ("RAGBLEND_MODEL", "RAGBLEND_API_KEYS", "RAGBLEND_SHUTDOWN_TIMEOUT"):
+    passed = ("RAGBLEND_MODEL", "RAGBLEND_API_KEYS", "RAGBLEND_API_KEYS_FILE")
+    for key in (*passed, "RAGBLEND_SHUTDOWN_TIMEOUT"):
         assert replica["environment"][key] == server["environment"][key], key
     assert replica["build"]["dockerfile"] == server["build"]["dockerfile"]
 

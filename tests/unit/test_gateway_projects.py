@@ -1,7 +1,8 @@
 """Two projects on one app (a real SQLite library, stand-ins for the engine and the embedder):
 every route tried with the other project's ids answers 404 and changes nothing; lists, searches,
 chat retrieval and ``previous_response_id`` see only the caller's project; an admin key lists
-every project's usage and what it stores, in ``/v1/projects`` and ``/metrics``."""
+every project's usage, what it stores and its stored bytes, in ``/v1/projects`` and
+``/metrics``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from fastapi.testclient import TestClient
 from gateway.openai.protocol import ChatCompletionRequest
 from gateway.rag.generation import Usage
 from gateway.rag.retrieval import request_chunks
-from retriever import STORE_FILE, Library, RagObjects, StoredResponse
+from retriever import STORE_FILE, Library, NewDocument, RagObjects, StoredResponse
 from tests.unit import project_probes
 from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder, ready_app
 
@@ -80,15 +81,18 @@ def test_an_admin_key_lists_every_projects_usage_and_storage(app):
     listed = {project["id"]: project for project in reply.json()["data"]}
     assert sorted(listed) == ["alpha", "beta", "default", "ops"]
     alpha = listed["alpha"]
-    assert alpha["usage"] == {
+    assert alpha["usage"] | {"stored_bytes": 0} == {
         "requests": 1,
         "prompt_tokens": 100,
         "cached_tokens": 60,
         "completion_tokens": 7,
+        "stored_bytes": 0,
     }
-    assert alpha["stored"] | {"file_bytes": 0, "document_chars": 0} == {
+    sizes = {"file_bytes": 0, "document_chars": 0, "document_bytes": 0}
+    assert alpha["stored"] | sizes == {
         "documents": 2,
         "document_chars": 0,
+        "document_bytes": 0,
         "files": 1,
         "file_bytes": 0,
         "vector_stores": 1,
@@ -98,3 +102,30 @@ def test_an_admin_key_lists_every_projects_usage_and_storage(app):
     assert listed["beta"]["stored"] == {} and listed["beta"]["usage"]["requests"] == 0
     metrics = as_key(app, "key-b").get("/metrics").text
     assert 'ragblend_project_tokens_total{kind="cached",project="alpha"}' in metrics
+
+
+def test_stored_bytes_count_document_text_and_files_of_the_configured_projects(app):
+    alpha = as_key(app, "key-a")
+    text, upload = "Café crème at the quay.", "Zürich pump".encode()
+    reply = alpha.post("/v1/documents", json={"documents": [{"id": "menu", "text": text}]})
+    assert reply.status_code == 200, reply.text
+    reply = alpha.post(
+        "/v1/files", files={"file": ("z.txt", upload)}, data={"purpose": "user_data"}
+    )
+    assert reply.status_code == 200, reply.text
+    kept = "kept after its keys were removed"
+    app.state.ragblend.library.ingest([NewDocument("left", kept)], project="gone")
+    # The uploaded file is stored twice: its bytes, and its text as a library document.
+    documents = len(text.encode()) + len(upload)
+    listed = {p["id"]: p for p in as_key(app, "key-ops").get("/v1/projects").json()["data"]}
+    assert listed["alpha"]["usage"]["stored_bytes"] == documents + len(upload)
+    assert listed["alpha"]["stored"]["document_bytes"] == documents
+    assert listed["beta"]["usage"]["stored_bytes"] == 0
+    assert listed["gone"]["usage"]["stored_bytes"] == len(kept)
+    metrics = alpha.get("/metrics").text
+    assert (
+        f'ragblend_project_stored_bytes{{kind="documents",project="alpha"}} {documents}' in metrics
+    )
+    assert f'ragblend_project_stored_bytes{{kind="files",project="alpha"}} {len(upload)}' in metrics
+    assert 'ragblend_project_stored_bytes{kind="files",project="beta"} 0' in metrics
+    assert 'project="gone"' not in metrics

@@ -35,6 +35,7 @@ TOOLS = [
     ("load_tests.bench_retrieval_answers", "out"),
     ("load_tests.bench_search_latency", "out"),
     ("load_tests.bench_learnt", "out"),
+    ("load_tests.bench_project_kv", "out"),
 ]
 
 

@@ -23,6 +23,7 @@ from gateway.http.metrics import TIME_TO_FIRST_TOKEN
 from gateway.http.store_metrics import CHUNK_STORE
 from gateway.settings import Settings
 from retriever.library.document_store import DocumentStore
+from retriever.objects.rag_objects import RagObjects
 from tests.unit.kv_entries import SECRET
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -44,9 +45,9 @@ def served(text: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def fed(tmp_path: Path) -> Iterator[None]:
+def fed(tmp_path: Path) -> Iterator[RagObjects]:
     """The collectors fed as in a running server: a fresh store's snapshot (all its statistics,
-    at zero), an open library."""
+    at zero), an open library, and its OpenAI objects for the app's state."""
     store = ChunkKVStore(
         MemoryTier(1 << 20),
         DiskTier(tmp_path / "kv", SECRET, 1 << 20),
@@ -56,10 +57,12 @@ def fed(tmp_path: Path) -> Iterator[None]:
     store.close()
     documents = DocumentStore(tmp_path / "documents.sqlite3")
     LIBRARY_PROGRESS.store = documents
+    objects = RagObjects(tmp_path / "documents.sqlite3")
     try:
-        yield
+        yield objects
     finally:
         LIBRARY_PROGRESS.store = None
+        objects.close()
         documents.close()
 
 
@@ -75,8 +78,10 @@ def test_the_table_lists_ragblend_s_and_vllm_s_metrics() -> None:
     } <= set(documented("vllm:"))
 
 
-def test_every_documented_ragblend_metric_is_served_with_its_type(fed: None) -> None:
-    api = TestClient(create_app(Settings(model="m")))
+def test_every_documented_ragblend_metric_is_served_with_its_type(fed: RagObjects) -> None:
+    app = create_app(Settings(model="m"))
+    app.state.ragblend.rag_objects = fed
+    api = TestClient(app)
     text = api.get("/metrics").text
     exported = served(text)
     for name, kind in documented("ragblend_").items():

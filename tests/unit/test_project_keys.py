@@ -49,6 +49,11 @@ def test_a_key_given_two_projects_is_refused() -> None:
     assert parse_entries(["k:a", "k:a"], "RAGBLEND_API_KEYS") == {"k": Caller("a")}
 
 
+def test_an_empty_key_file_setting_is_no_key_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGBLEND_API_KEYS_FILE", "")  # what compose passes when it is unset
+    assert Settings(model="m").api_keys_file is None
+
+
 def test_the_old_format_keeps_meaning_the_default_project() -> None:
     settings = Settings(model="m", api_keys="one, two")
     assert settings.api_keys == ["one", "two"]

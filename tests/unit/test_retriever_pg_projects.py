@@ -46,6 +46,10 @@ def test_objects_stay_in_their_project(replicas):
     project_scenarios.objects_stay_in_their_project(*replicas("a"))
 
 
+def test_stored_sizes_are_counted_per_project(replicas):
+    project_scenarios.stored_sizes_are_counted_per_project(*replicas("a"))
+
+
 def test_another_replica_keeps_the_projects_apart(replicas):
     first, _ = replicas("first")
     first.ingest([project_scenarios.SECRET], project="a")

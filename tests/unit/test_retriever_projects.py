@@ -77,3 +77,7 @@ def test_a_library_written_before_projects_opens_with_everything_in_default(tmp_
     finally:
         objects.close()
         library.close()
+
+
+def test_stored_sizes_are_counted_per_project(opened):
+    project_scenarios.stored_sizes_are_counted_per_project(*opened)
