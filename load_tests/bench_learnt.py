@@ -36,6 +36,7 @@ import httpx
 from load_tests.bench_prompts import chunk_token_ids
 from load_tests.replica_launcher import Replica, running_replicas
 from load_tests.report import format_grid, output_path, scratch
+from load_tests.stats import ttft_trials
 
 MODES = ("cold", "learnt", "full")
 LEARN_WAIT_S = 900
@@ -101,16 +102,8 @@ def summary(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for mode in ("store", *MODES):
         values = [trial["timings"][mode] for trial in trials]
-        median = statistics.median(values)
-        rows.append(
-            {
-                "mode": mode,
-                "median_ttft_s": round(median, 3),
-                "fastest_ttft_s": round(min(values), 3),
-                "speedup_vs_full": round(full / median, 2),
-                "samples": [round(value, 3) for value in values],
-            }
-        )
+        speedup = round(full / statistics.median(values), 2)
+        rows.append({"mode": mode, **ttft_trials(values), "speedup_vs_full": speedup})
     return rows
 
 

@@ -39,6 +39,7 @@ import httpx
 from load_tests.bench_learnt import documents_text
 from load_tests.replica_launcher import Replica, running_replicas
 from load_tests.report import format_grid, output_path, scratch
+from load_tests.stats import ttft_trials
 
 STEPS = ("cold", "other_cached", "own_hit", "cold_shared", "sharer_cached")
 HITS = {"cold": False, "other_cached": False, "own_hit": True, "cold_shared": False}
@@ -98,16 +99,8 @@ def summary(trials: list[dict[str, float]]) -> list[dict[str, Any]]:
     rows = []
     for step in STEPS:
         values = [trial[step] for trial in trials]
-        median = statistics.median(values)
-        rows.append(
-            {
-                "step": step,
-                "median_ttft_s": round(median, 3),
-                "fastest_ttft_s": round(min(values), 3),
-                "ratio_to_cold": round(median / cold, 2),
-                "samples": [round(value, 3) for value in values],
-            }
-        )
+        ratio = round(statistics.median(values) / cold, 2)
+        rows.append({"step": step, **ttft_trials(values), "ratio_to_cold": ratio})
     return rows
 
 

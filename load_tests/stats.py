@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,15 @@ def mean(values: Sequence[float]) -> float:
     if not values:
         raise ValueError("mean of an empty sequence is undefined")
     return math.fsum(values) / len(values)
+
+
+def ttft_trials(values: Sequence[float]) -> dict[str, Any]:
+    """A benchmark row's TTFT over its trials: median, fastest and every sample, in seconds."""
+    return {
+        "median_ttft_s": round(statistics.median(values), 3),
+        "fastest_ttft_s": round(min(values), 3),
+        "samples": [round(value, 3) for value in values],
+    }
 
 
 def rate(count: float, elapsed_s: float) -> float:

@@ -9,13 +9,27 @@ precomputed: the background precompute's backlog.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from prometheus_client.core import REGISTRY, GaugeMetricFamily, Metric
 
 from retriever import DOCUMENT_STATUSES, LibraryStore, LibraryUnavailable
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def read_when_scraped(read: Callable[[], T], what: str) -> T | None:
+    """``read()`` for a scrape; None (nothing exported) when the library is unreachable, which
+    its background loops report once, or when reading fails, logged as not read for ``what``."""
+    try:
+        return read()
+    except LibraryUnavailable:
+        return None
+    except Exception:
+        log.exception("could not read %s for /metrics", what)
+        return None
 
 
 class LibraryProgressCollector:
@@ -26,13 +40,10 @@ class LibraryProgressCollector:
     def collect(self) -> Iterator[Metric]:
         if self.store is None:
             return
-        try:
-            by_status, waiting = self.store.progress()
-        except LibraryUnavailable:
-            return  # the library's background loops report the outage, once
-        except Exception:
-            log.exception("could not read ingest progress for /metrics")
+        progress = read_when_scraped(self.store.progress, "ingest progress")
+        if progress is None:
             return
+        by_status, waiting = progress
         documents = GaugeMetricFamily(
             "ragblend_documents", "Documents in the library, by status.", labels=["status"]
         )

@@ -9,18 +9,16 @@ bounded by the configuration (a project whose keys were removed shows only in th
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import REGISTRY, GaugeMetricFamily, Metric
 
-from retriever import LibraryUnavailable
+from gateway.http.library_metrics import read_when_scraped
 
 if TYPE_CHECKING:
     from gateway.state import AppState
 
-log = logging.getLogger(__name__)
 STORED_BYTES = {"documents": "document_bytes", "files": "file_bytes"}
 """Each kind of stored bytes, and its count in `RagObjects.stored_by_project`."""
 
@@ -39,12 +37,8 @@ class ProjectStorageCollector:
         objects = None if self.state is None else self.state.rag_objects
         if self.state is None or objects is None:
             return
-        try:
-            stored = objects.stored_by_project()
-        except LibraryUnavailable:
-            return  # the library's background loops report the outage, once
-        except Exception:
-            log.exception("could not read the projects' stored bytes for /metrics")
+        stored = read_when_scraped(objects.stored_by_project, "the projects' stored bytes")
+        if stored is None:
             return
         family = GaugeMetricFamily(
             "ragblend_project_stored_bytes",
