@@ -31,3 +31,12 @@ def ask_capital(
 
 def answer_text(reply: dict[str, Any]) -> str:
     return reply["choices"][0]["message"]["content"]
+
+
+def first_sentence(reply: dict[str, Any]) -> str:
+    """The answer's first sentence: what two exact computations must agree on.
+
+    Greedy decoding of a small model can part a few tokens later on a bf16 near-tie (whether to
+    stop after the answer), which the first-token divergence check already bounds.
+    """
+    return answer_text(reply).split(".")[0]
