@@ -1,4 +1,4 @@
-"""Pick the device and set the process environment vLLM reads before it starts."""
+"""Pick the device and dtype, and set the process environment vLLM reads before it starts."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ from pathlib import Path
 from typing import Literal
 
 Device = Literal["cpu", "cuda"]
+Dtype = Literal["bfloat16", "float16", "float32"]
+CPUINFO = Path("/proc/cpuinfo")
+_NATIVE_BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}
+"""/proc/cpuinfo flags of CPUs that multiply bf16 in hardware (x86's two; Arm's ``bf16``)."""
 
 
 def resolve_device(requested: Literal["auto", "cpu", "cuda"]) -> Device:
@@ -15,6 +19,34 @@ def resolve_device(requested: Literal["auto", "cpu", "cuda"]) -> Device:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_dtype(requested: Literal["auto"] | Dtype, device: Device) -> Dtype:
+    """``auto``: bf16 where the hardware multiplies it, else the fastest exact alternative.
+
+    A CPU without native bf16 emulates it: on an AVX2-only EPYC a bf16 matmul ran at 17 GFLOP/s
+    and float32 at 98, and a 414-token prefill of SmolLM2 took 5.8 s in bf16 and 1.1 s in float32.
+    """
+    if requested != "auto":
+        return requested
+    if device == "cuda":
+        import torch
+
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "bfloat16" if _cpu_flags() & _NATIVE_BF16_FLAGS else "float32"
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = CPUINFO.read_text()
+    except OSError:
+        return set()
+    flags: set[str] = set()
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("flags", "Features"):
+            flags.update(value.split())
+    return flags
 
 
 def prepare_environment(

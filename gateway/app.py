@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from engine.chunk_cache import ChunkCache
 from engine.contract import BlendSettings, BlendStats
 from engine.models.provision import resolve_model
-from engine.platform import resolve_device
+from engine.platform import resolve_device, resolve_dtype
 from engine.runtime import Engine, EngineOptions
 from gateway.http.engine_watch import exit_after_engine_death, wait_for_engine_death
 from gateway.http.errors import ContainUnexpectedErrors, install_error_handlers
@@ -132,12 +132,13 @@ def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
 
 
 def engine_options(settings: Settings, model_dir: Path, tokenizer: Any) -> EngineOptions:
+    device = resolve_device(settings.device)
     return EngineOptions(
         model_dir=model_dir,
-        device=resolve_device(settings.device),
+        device=device,
         cache_dir=settings.vllm_cache_dir,
         max_model_len=settings.max_model_len,
-        dtype=settings.dtype,
+        dtype=resolve_dtype(settings.dtype, device),
         kv_cache_gib=settings.kv_cache_gib,
         gpu_memory_utilization=settings.gpu_memory_utilization,
         enable_prefix_caching=settings.enable_prefix_caching,

@@ -65,8 +65,11 @@ class Settings(BlendServerSettings):
     gpu_memory_utilization: float = Field(
         0.85, gt=0, le=1, description="CUDA only: share of GPU memory vLLM may use."
     )
-    dtype: Literal["bfloat16", "float16", "float32"] = Field(
-        "bfloat16", description="Weights and activations dtype."
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto",
+        description="Weights and activations dtype. `auto`: bfloat16 where the hardware "
+        "multiplies it (CUDA GPUs that support it, else float16; CPUs with AVX512-BF16, AMX "
+        "or Arm BF16), float32 on other CPUs, where bf16 is emulated and about 5x slower.",
     )
     enable_prefix_caching: bool = Field(True, description="vLLM's own exact-prefix KV reuse.")
     max_num_seqs: int = Field(16, ge=1, description="Sequences the engine batches at once.")

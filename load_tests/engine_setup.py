@@ -41,7 +41,7 @@ def start_engine(
 
     from engine.contract import BlendSettings
     from engine.models.provision import resolve_model
-    from engine.platform import resolve_device
+    from engine.platform import resolve_device, resolve_dtype
     from engine.runtime import Engine, EngineOptions
     from gateway.rag.chunked_prompt import chunk_prefix
 
@@ -56,12 +56,13 @@ def start_engine(
         chunk_prefix=tuple(prefix),
         **blend_settings,
     )
+    device = resolve_device("auto")
     options = EngineOptions(
         model_dir=model_dir,
-        device=resolve_device("auto"),
+        device=device,
         cache_dir=workdir / "vllm",
         max_model_len=max_model_len,
-        dtype="bfloat16",
+        dtype=resolve_dtype("auto", device),
         kv_cache_gib=kv_cache_gib,
         gpu_memory_utilization=0.85,
         enable_prefix_caching=True,

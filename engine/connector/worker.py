@@ -2,12 +2,12 @@
 
 A job reads in three steps: placing sorts its chunks into verified hits and misses to capture
 (:mod:`engine.connector.placement`), ``_fill`` runs the blend and writes the paged cache,
-``_store`` keeps what was captured. Nothing read from the chunk store may take the engine down:
-an entry that fails verification or reading is a miss (and deleted), and a blend that fails for
-any other reason is redone as an exact computation of the claimed region, reported as
-``fell_back``. Under tensor parallelism every rank runs each job over its own KV heads; each of
-these outcomes is agreed between ranks (:mod:`engine.connector.ranks`) before it changes the
-path, and only one rank reports the statistics.
+:mod:`engine.connector.miss_store` stores the missed chunks. Nothing read from the chunk store
+may take the engine down: an entry that fails verification or reading is a miss (and deleted),
+and a blend that fails for any other reason is redone as an exact computation of the claimed
+region, reported as ``fell_back``. Under tensor parallelism every rank runs each job over its
+own KV heads; each of these outcomes is agreed between ranks (:mod:`engine.connector.ranks`)
+before it changes the path, and only one rank reports the statistics.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from torch import Tensor
 
 from engine.blend.fuse import Attend, BlendResult, blend_prefill
 from engine.connector.metadata import BlendJob
+from engine.connector.miss_store import MissStore
 from engine.connector.model import VllmDecoder, find_model_runner_model
 from engine.connector.paged_attention import CpuPagedAttention
-from engine.connector.placement import Capture, ChunkPlacer, Placement
+from engine.connector.placement import ChunkPlacer, Placement
 from engine.connector.ranks import RankGroup
 from engine.connector.stats import StatsOutbox
 from engine.contract import BlendSettings, BlendStats, Eviction, Recipe
@@ -75,6 +76,7 @@ class BlendWorker:
             tp_rank=self.ranks.rank,
             tp_size=self.ranks.world_size,
         )
+        self._misses = MissStore(self.store, self.settings.chunk_prefix)
         self._placer = ChunkPlacer(
             self.store,
             self.ranks,
@@ -112,7 +114,8 @@ class BlendWorker:
                 self.store.delete(key)
                 unreadable.add(key)
         try:  # the paged cache is filled: a chunk not stored is only a later miss
-            self._store(job, placement.captures)
+            device = next(iter(self._kv_caches.values())).device
+            self._misses.put(self._decoder, job, placement.captures, device)
         except Exception:
             log.exception("storing the chunks of request %s failed", job.request_id)
         return self._stats(job, placement, result)
@@ -223,18 +226,6 @@ class BlendWorker:
             self.ranks.sum_heads,
         )
 
-    def _store(self, job: BlendJob, captures: list[Capture]) -> None:
-        device = next(iter(self._kv_caches.values())).device
-        prefix = list(self.settings.chunk_prefix)
-        for capture in captures:
-            if not capture.keys:
-                stored_behind = job.right_behind(prefix, capture.start)
-                context = job.token_ids[: capture.start] if stored_behind else prefix
-                self._compute_alone(capture, context, device)
-            if job.plan.replace_stored:  # tiers that keep an existing entry must drop it first
-                self.store.delete(capture.key)
-            self.store.put(capture.key, capture.entry())
-
     def _paged_attention(self, job: BlendJob) -> Attend | None:
         """vLLM's CPU kernel reads the fused KV back from the paged cache; else torch SDPA."""
         decoder = self._decoder
@@ -243,14 +234,3 @@ class BlendWorker:
             return None
         paged = CpuPagedAttention(layers, self._kv_caches, job.block_ids)
         return lambda layer, q, _k, _v, positions: paged(layer, q, positions)
-
-    def _compute_alone(self, capture: Capture, context: list[int], device: torch.device) -> None:
-        """The chunk's KV computed behind ``context`` (the chunk prefix, or a contextual
-        precompute's own context of the same length)."""
-        ids = torch.tensor(context + capture.token_ids, device=device)
-
-        def keep(_layer: int, keys: Tensor, values: Tensor) -> None:
-            capture.keys.append(keys[len(context) :].cpu())
-            capture.values.append(values[len(context) :].cpu())
-
-        blend_prefill(self._decoder, ids, [], self._decoder.rope, Recipe.exact(), keep)

@@ -1,4 +1,5 @@
-"""The environment vLLM starts with: CPU ranks of a split model share the cores unbound."""
+"""The environment vLLM starts with: CPU ranks of a split model share the cores unbound; the
+dtype ``auto`` picks is bf16 only where the CPU multiplies it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.platform import prepare_environment
+from engine import platform
+from engine.platform import prepare_environment, resolve_dtype
 
 SET_BY_PREPARE = ("VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS", "VLLM_CPU_KVCACHE_SPACE")
 
@@ -45,3 +47,35 @@ def test_the_users_own_thread_settings_win(
     prepare_environment("cpu", tmp_path, 1.0, "info", tensor_parallel_size=64)
     assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
     assert os.environ["OMP_NUM_THREADS"] == "3"
+
+
+AVX2_EPYC = (
+    "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\nflags\t\t: fpu avx2\n"
+)
+SAPPHIRE_RAPIDS = "processor\t: 0\nflags\t\t: avx2 avx512f avx512_bf16 amx_tile amx_bf16\n"
+NEOVERSE_V2 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "chosen"),
+    [
+        (AVX2_EPYC, "float32"),
+        (SAPPHIRE_RAPIDS, "bfloat16"),
+        (NEOVERSE_V2, "bfloat16"),
+        ("", "float32"),
+    ],
+)
+def test_auto_takes_bf16_only_on_cpus_that_multiply_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cpuinfo: str, chosen: str
+) -> None:
+    (tmp_path / "cpuinfo").write_text(cpuinfo)
+    monkeypatch.setattr(platform, "CPUINFO", tmp_path / "cpuinfo")
+    assert resolve_dtype("auto", "cpu") == chosen
+    assert resolve_dtype("bfloat16", "cpu") == "bfloat16"  # an explicit dtype always wins
+
+
+def test_auto_reads_float32_when_the_cpu_cannot_be_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(platform, "CPUINFO", tmp_path / "missing")
+    assert resolve_dtype("auto", "cpu") == "float32"

@@ -1,0 +1,66 @@
+"""Worker side, after a job's fill: store each chunk it missed, as computed behind the prefix.
+
+A missed chunk is stored as it would be computed right after the fixed chunk prefix (or, for a
+contextual precompute, behind that job's own context of the prefix's length), so that its KV is
+the same whichever request first sent it. The fill captures a chunk in place when the prompt put
+it exactly there; every other miss is computed again here, against the chunk prefix's KV, which
+is computed once at the first miss and kept (every rank of a split model keeps its own heads).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from engine.blend.behind import PrefixKV, compute_prefix, prefill_behind
+from engine.blend.fuse import blend_prefill
+from engine.connector.metadata import BlendJob
+from engine.connector.model import VllmDecoder
+from engine.connector.placement import Capture
+from engine.contract import Recipe
+from engine.kvstore.store import ChunkKVStore
+
+
+class MissStore:
+    def __init__(self, store: ChunkKVStore, chunk_prefix: tuple[int, ...]) -> None:
+        self.store = store
+        self.prefix = list(chunk_prefix)
+        self._prefix_kv: PrefixKV | None = None
+
+    def put(
+        self, decoder: VllmDecoder, job: BlendJob, captures: list[Capture], device: torch.device
+    ) -> None:
+        """Runs on every rank after the job's paged cache is filled; computes what the fill did
+        not capture (the same chunks on every rank, so the forward's collectives pair up)."""
+        for capture in captures:
+            if not capture.keys:
+                stored_behind = job.right_behind(self.prefix, capture.start)
+                context = job.token_ids[: capture.start] if stored_behind else self.prefix
+                self._compute(decoder, capture, context, device)
+            if job.plan.replace_stored:  # tiers that keep an existing entry must drop it first
+                self.store.delete(capture.key)
+            self.store.put(capture.key, capture.entry())
+
+    def _compute(
+        self, decoder: VllmDecoder, capture: Capture, context: list[int], device: torch.device
+    ) -> None:
+        def keep(_layer: int, keys: Tensor, values: Tensor) -> None:
+            capture.keys.append(keys.cpu())
+            capture.values.append(values.cpu())
+
+        if context == self.prefix:
+            chunk = torch.tensor(capture.token_ids, device=device)
+            prefill_behind(decoder, self._kept_prefix(decoder, device), chunk, keep)
+            return
+        ids = torch.tensor(context + capture.token_ids, device=device)
+
+        def keep_chunk(layer: int, keys: Tensor, values: Tensor) -> None:
+            keep(layer, keys[len(context) :], values[len(context) :])
+
+        blend_prefill(decoder, ids, [], decoder.rope, Recipe.exact(), keep_chunk)
+
+    def _kept_prefix(self, decoder: VllmDecoder, device: torch.device) -> PrefixKV:
+        if self._prefix_kv is None:
+            ids = torch.tensor(self.prefix, device=device)
+            self._prefix_kv = compute_prefix(decoder, ids)
+        return self._prefix_kv
