@@ -169,9 +169,12 @@ def test_a_document_whose_chunk_kv_was_evicted_is_no_longer_cached(own_server: S
             assert client.post("/v1/documents", json={"documents": [document]}).is_success
             _wait_for_status(client, place.lower(), "cached")
         # Camelot's KV pushed Avalon's out of the store; the next request reports it.
-        assert _ask_library(client, own_server, "What is the capital of Camelot?")["blend"][
-            "chunks_hit"
-        ] == 1
+        assert (
+            _ask_library(client, own_server, "What is the capital of Camelot?")["blend"][
+                "chunks_hit"
+            ]
+            == 1
+        )
         _wait_for_status(client, "avalon", "indexed")
         assert _status(client, "camelot") == "cached"
         # A question that needs Avalon computes and stores its chunk again.
