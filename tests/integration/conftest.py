@@ -144,7 +144,7 @@ def postgres() -> Iterator[Any]:
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from tests.redis_server import running_redis
 
-    with running_redis(tmp_path_factory.mktemp("redis"), maxmemory="256mb") as started:
+    with running_redis(tmp_path_factory.mktemp("redis"), maxmemory="512mb") as started:
         yield started
 
 
