@@ -413,6 +413,8 @@ def test_memory_and_disk_follow_the_cache_settings() -> None:
     assert "cpu" not in resources["limits"]
     volumes = {v["name"]: v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
     assert volumes["data"]["emptyDir"]["sizeLimit"] == f"{(50 + 6) * 1024}Mi"
+    ranks = server(render("settings.TENSOR_PARALLEL_SIZE=2"))["resources"]  # a cache per rank
+    assert ranks["limits"]["memory"] == f"{(4 + 4 * 2 + 2) * 1024}Mi"
     given = server(render("resources.requests.memory=3Gi"))["resources"]
     assert given == {"requests": {"memory": "3Gi"}}
 
