@@ -255,7 +255,10 @@ def test_hpa_scales_the_deployment_on_the_engine_queue() -> None:
         (["settings.model=x"], "upper case"),
         (["settings.DATABASE_URL=postgresql://x"], "externalLibrary.dsnSecret.name"),
         (["settings.PORT=9000"], "service.port"),
-        (["spreadAcrossNodes=sometimes"], "soft, hard or none"),
+        (["spreadAcrossNodes=sometimes"], "soft"),
+        (["replicas=2"], "additional properties 'replicas' not allowed"),  # values.schema.json
+        (["replicaCount=two"], "/replicaCount"),
+        (["service.type=Ingress"], "/service/type"),
     ],
 )
 def test_bad_values_fail_with_what_to_set(sets: list[str], wanted: str) -> None:
