@@ -155,6 +155,11 @@ def test_chart_lints_strictly_in_every_value_set() -> None:
         assert done.returncode == 0, f"{name}: {done.stdout}{done.stderr}"
 
 
+def test_schemas_are_the_oldest_and_newest_bundled() -> None:
+    bundled = kubernetes_validate.utils.all_versions()
+    assert (bundled[0], bundled[-1]) == (OLDEST, NEWEST)
+
+
 @pytest.mark.parametrize("version", [OLDEST, NEWEST])
 def test_every_rendering_is_valid_kubernetes(version: str) -> None:
     checked: dict[str, str] = {}
