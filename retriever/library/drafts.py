@@ -1,6 +1,6 @@
 """The parts of the document store (`retriever.library.document_store`) that hold no connection:
 de-duplication and id conflicts when storing a batch, new document rows and how they are inserted,
-chunk order, status checks, and which chunks await precompute.
+chunk order and status checks.
 """
 
 from __future__ import annotations
@@ -30,11 +30,6 @@ from retriever.library.records import (
 
 if TYPE_CHECKING:
     from retriever.library.kv_presence import Executor
-
-PENDING = "(kv_cached = 0 AND document_id IN (SELECT id FROM documents WHERE status = 'indexed'))"
-"""Chunks of indexed documents whose KV was never precomputed."""
-REQUEUEABLE = "kv_cached = 1 AND kv_key IS NOT NULL AND kv_present = 1 AND kv_stale = 0"
-"""Chunks that may be marked stale: their KV is stored and present, and not already stale."""
 
 
 class DocumentConflict(Exception):

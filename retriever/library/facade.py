@@ -8,14 +8,13 @@ A search ranks chunks by their embeddings, by the database's keyword index, or b
 (`retriever.search.ranking`); both indexes change in the transaction that stores or deletes.
 Writes are serialized by one lock, held only for the database transaction and the index update:
 chunking and embedding a batch happen before it is taken, so a large document does not hold up a
-small one or a delete. Searches run alongside writes. With neighbour contexts, chunks whose
-nearest neighbours a batch joins or a delete leaves are marked to be precomputed again
-(`retriever.search.neighbours`).
+small one or a delete (`retriever.library.batch_preparation`). Searches run alongside writes.
+With neighbour contexts, chunks whose nearest neighbours a batch joins or a delete leaves are
+marked to be precomputed again (`retriever.library.neighbour_requeue`).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,29 +22,27 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.ingest.chunking import Chunking, TextTokenizer, content_hash
+from retriever.ingest.chunking import Chunking, TextTokenizer
+from retriever.library.batch_preparation import prepared_batch
 from retriever.library.documents import (
     Hit,
     IngestResult,
     NewDocument,
-    document_key,
     key_chunking,
     validated_texts,
 )
-from retriever.library.drafts import DocumentConflict, DuplicateVanished
+from retriever.library.drafts import DuplicateVanished
 from retriever.library.interfaces import LibraryBackend, LibraryStore
 from retriever.library.local_backend import INDEX_FILE as INDEX_FILE
 from retriever.library.local_backend import STORE_FILE as STORE_FILE
 from retriever.library.local_backend import LocalBackend
+from retriever.library.neighbour_requeue import contexts_holding, requeue
 from retriever.library.reconcile import TextEmbedder
 from retriever.library.records import DEFAULT_PROJECT, ChunkRow, DocumentDraft, DocumentRow
 from retriever.library.shared_backend import SharedBackend
 from retriever.search.index import IndexKind, VectorIndex
-from retriever.search.neighbours import NeighbourPolicy, joined_neighbourhoods, within_window
+from retriever.search.neighbours import NeighbourPolicy
 from retriever.search.ranking import DENSE, FUSION_DEPTH, Ranking, Reranker, ranked_chunks
-
-log = logging.getLogger(__name__)
-EMBED_BATCH = 32
 
 
 class Library:
@@ -116,7 +113,10 @@ class Library:
                 # Content this batch duplicated was deleted meanwhile: it needs chunks after all.
                 drafts, vectors = self._prepare(documents, texts, project)
                 insertions = self.backend.add(drafts, vectors)
-        self._requeue_joined([chunk_id for added in insertions for chunk_id in added.chunk_ids])
+        new_ids = [chunk_id for added in insertions for chunk_id in added.chunk_ids]
+        # Mark stale the stored chunks whose context the new ones enter; the batch is stored
+        # whatever happens here.
+        requeue(self.store, self._contexts_holding(new_ids, "new"), "new")
         return [
             IngestResult(
                 id=insertion.document.id,
@@ -203,79 +203,23 @@ class Library:
             )
             deleted = self.backend.delete(doc_id, project)
         if deleted:
-            self._requeue(held - {row.id for row in deleted}, "deleted")
+            requeue(self.store, held - {row.id for row in deleted}, "deleted")
         return deleted
 
-    def _requeue_joined(self, new_ids: list[int]) -> None:
-        """Mark stale the stored chunks whose context the new ones enter. The batch is stored
-        whatever happens here."""
-        self._requeue(self._contexts_holding(new_ids, "new"), "new")
-
     def _contexts_holding(self, chunk_ids: list[int], kind: str) -> set[int]:
-        """Other chunks whose neighbour context holds (or, for chunks just indexed, now would
-        hold) one of `chunk_ids` in the part the engine keeps (see `retriever.search.neighbours`);
-        empty without neighbour contexts. A failure is logged, not raised."""
-        policy = self.neighbours
-        if policy is None or not chunk_ids:
-            return set()
-        try:
-            joined = joined_neighbourhoods(self.index, chunk_ids, policy.count)
-            nearer = sorted({other for others in joined.values() for other in others})
-            lengths = {row.id: len(row.token_ids) for row in self.store.chunks_for(nearer)}
-            return within_window(joined, lengths, policy.window_tokens)
-        except Exception:
-            log.exception("could not find the neighbours of %d %s chunks", len(chunk_ids), kind)
-            return set()
-
-    def _requeue(self, chunk_ids: set[int], kind: str) -> None:
-        if not chunk_ids:
-            return
-        try:
-            requeued = self.store.requeue_chunks(sorted(chunk_ids))
-        except Exception:
-            log.exception("could not requeue %d chunks near %s ones", len(chunk_ids), kind)
-            return
-        if requeued:
-            log.info("%s chunks changed the neighbours of %d stored ones", kind, len(requeued))
+        """Stored chunks computed behind one of `chunk_ids` (`contexts_holding`)."""
+        return contexts_holding(self.neighbours, self.index, self.store, chunk_ids, kind)
 
     def _prepare(
         self, documents: Sequence[NewDocument], texts: list[str], project: str
     ) -> tuple[list[DocumentDraft], np.ndarray]:
-        """Drafts and the embeddings of their chunks, in chunk order (no lock needed)."""
-        drafts = self._drafts(documents, texts, project)
-        chunk_texts = [chunk.text for draft in drafts for chunk in draft.chunks]
-        return drafts, self._embed(chunk_texts)
-
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        """One embedder call per batch, so other callers (a query, a small ingest) get a turn."""
-        batches = [
-            self.embedder.embed(texts[start : start + EMBED_BATCH], batch_size=EMBED_BATCH)
-            for start in range(0, len(texts), EMBED_BATCH)
-        ]
-        if not batches:
-            return np.empty((0, self.embedder.dim), dtype=np.float32)
-        return np.concatenate(batches)
-
-    def _drafts(
-        self, documents: Sequence[NewDocument], texts: list[str], project: str
-    ) -> list[DocumentDraft]:
-        """Drafts with chunks only for content `project` has not stored yet; an id taken by
-        other content raises `DocumentConflict` before any embedding work."""
-        drafts: list[DocumentDraft] = []
-        new_hashes: set[str] = set()
-        for document, text in zip(documents, texts, strict=True):
-            chunking = document.chunking or self.default_chunking
-            text_hash = document_key(content_hash(text), chunking, self.default_chunking, project)
-            is_new = text_hash not in new_hashes and self.store.find_by_hash(text_hash) is None
-            if is_new and document.id is not None and self.store.get_document(document.id):
-                raise DocumentConflict(
-                    f"document {document.id!r} already exists with different content"
-                )
-            chunks = chunking.chunk(text, self.tokenizer) if is_new else []
-            new_hashes.add(text_hash)
-            drafts.append(
-                DocumentDraft(
-                    document.id, text_hash, document.metadata or {}, len(text), chunks, project
-                )
-            )
-        return drafts
+        """The batch's drafts and chunk embeddings (`prepared_batch`), outside the lock."""
+        return prepared_batch(
+            documents,
+            texts,
+            project,
+            self.store,
+            self.tokenizer,
+            self.embedder,
+            self.default_chunking,
+        )

@@ -10,7 +10,7 @@ from retriever.library.facade import Library
 from retriever.objects.cursor_pages import PageRequest, UnknownCursor
 from retriever.objects.rag_objects import RagObjects
 from retriever.objects.response_store import StoredResponse as StoredResponse
-from retriever.objects.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore
+from retriever.objects.vector_store_queries import Attachment, UnknownFiles, UnknownVectorStore
 from retriever.search.ranking import Ranking
 
 SECRET = NewDocument("pump", "The sea pump shows fault F-2291 when its valve sticks in the sea.")
