@@ -1,9 +1,9 @@
 """What an ingest batch becomes before the library's write lock is taken: drafts of its
 documents, chunked by the served model's tokenizer, and the embeddings of their chunks.
 
-Only content the project has not stored yet is chunked and embedded; an id already taken by
-other content is refused before any embedding work. Both steps run without the lock, so a large
-document does not hold up a small one or a delete (`retriever.library.facade`).
+Only content the project has not stored yet is chunked and embedded; an id the project already
+gave other content is refused before any embedding work. Both steps run without the lock, so a
+large document does not hold up a small one or a delete (`retriever.library.facade`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from retriever.ingest.chunking import Chunking, TextTokenizer, content_hash
+from retriever.library.document_ids import stored_id
 from retriever.library.documents import NewDocument, document_key
 from retriever.library.drafts import DocumentConflict
 from retriever.library.interfaces import LibraryStore
@@ -56,7 +57,7 @@ def _drafts(
     tokenizer: TextTokenizer,
     default_chunking: Chunking,
 ) -> list[DocumentDraft]:
-    """Drafts with chunks only for content `project` has not stored yet; an id taken by
+    """Drafts with chunks only for content `project` has not stored yet; an id `project` gave
     other content raises `DocumentConflict` before any embedding work."""
     drafts: list[DocumentDraft] = []
     new_hashes: set[str] = set()
@@ -64,7 +65,11 @@ def _drafts(
         chunking = document.chunking or default_chunking
         text_hash = document_key(content_hash(text), chunking, default_chunking, project)
         is_new = text_hash not in new_hashes and store.find_by_hash(text_hash) is None
-        if is_new and document.id is not None and store.get_document(document.id):
+        if (
+            is_new
+            and document.id is not None
+            and store.get_document(stored_id(document.id, project))
+        ):
             raise DocumentConflict(
                 f"document {document.id!r} already exists with different content"
             )

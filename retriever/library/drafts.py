@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from retriever.library.changelog import encode_vector
+from retriever.library.document_ids import stored_id
 from retriever.library.records import (
     DOCUMENT_COLUMNS,
     DOCUMENT_STATUSES,
@@ -53,7 +54,8 @@ def store_drafts(
     `get_document` must see the rows inserted so far.
 
     Content already stored (or earlier in `drafts`) yields the existing document with
-    `created=False`; an explicit id taken by other content raises `DocumentConflict`.
+    `created=False`; an explicit id the draft's project already gave other content raises
+    `DocumentConflict`.
     """
     insertions: list[Insertion] = []
     for position, draft in enumerate(drafts):
@@ -63,7 +65,7 @@ def store_drafts(
             continue
         if not draft.chunks:
             raise DuplicateVanished(f"content {draft.content_hash} is no longer stored")
-        if draft.id is not None and get_document(draft.id) is not None:
+        if draft.id is not None and get_document(stored_id(draft.id, draft.project)) is not None:
             raise DocumentConflict(f"document {draft.id!r} already exists with different content")
         document = new_document(draft, status)
         insertions.append(Insertion(document, True, insert(document, position)))
@@ -71,9 +73,10 @@ def store_drafts(
 
 
 def new_document(draft: DocumentDraft, status: DocumentStatus) -> DocumentRow:
-    """The row of a draft about to be stored; a draft without an id gets a fresh one."""
+    """The row of a draft about to be stored, under the id its project gave it (a fresh one
+    when it gave none) as the store keeps it (`stored_id`)."""
     return DocumentRow(
-        id=draft.id or f"doc-{uuid.uuid4().hex}",
+        id=stored_id(draft.id or f"doc-{uuid.uuid4().hex}", draft.project),
         content_hash=draft.content_hash,
         metadata=json.loads(metadata_json(draft.metadata)),
         status=status,

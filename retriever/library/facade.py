@@ -11,6 +11,8 @@ chunking and embedding a batch happen before it is taken, so a large document do
 small one or a delete (`retriever.library.batch_preparation`). Searches run alongside writes.
 With neighbour contexts, chunks whose nearest neighbours a batch joins or a delete leaves are
 marked to be precomputed again (`retriever.library.neighbour_requeue`).
+Each project names its documents in its own id space: ids are qualified by project on the way in
+and stripped on the way out (`retriever.library.document_ids`), so callers only see their own.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 from retriever.ingest.chunking import Chunking, TextTokenizer
 from retriever.library.batch_preparation import prepared_batch
+from retriever.library.document_ids import client_chunk, client_document, client_id, stored_id
 from retriever.library.documents import (
     Hit,
     IngestResult,
@@ -99,10 +102,10 @@ class Library:
         """Store and index a batch in `project`; nothing is stored if any document is invalid or
         conflicts.
 
-        Raises an `InvalidIngest` (a ValueError) for bad input and `DocumentConflict` when an id
-        is taken by different content (document ids are unique across projects). Content the
-        project already stored comes back with `created=False`; another project's copy of the
-        same text is not shared.
+        Raises an `InvalidIngest` (a ValueError) for bad input and `DocumentConflict` when the
+        project gave an id to different content already (another project's ids are its own).
+        Content the project already stored comes back with `created=False`; another project's
+        copy of the same text is not shared.
         """
         texts = validated_texts(documents)
         drafts, vectors = self._prepare(documents, texts, project)
@@ -119,7 +122,7 @@ class Library:
         requeue(self.store, self._contexts_holding(new_ids, "new"), "new")
         return [
             IngestResult(
-                id=insertion.document.id,
+                id=client_id(insertion.document.id, project),
                 created=insertion.created,
                 num_chunks=insertion.document.num_chunks,
                 status="indexed" if insertion.created else insertion.document.status,
@@ -150,6 +153,8 @@ class Library:
             raise ValueError("query is empty")
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
+        if document_ids is not None:
+            document_ids = [stored_id(doc_id, project) for doc_id in document_ids]
         shared = not self.store.holds_only(project)
         allowed = None
         if document_ids is not None or shared:
@@ -168,7 +173,14 @@ class Library:
         found = [chunk_id for chunk_id, _ in scored]
         rows = {row.id: row for row in self.store.chunks_for(found, project)}
         hits = [
-            Hit(row.document_id, row.chunk_index, row.id, score, row.text, row.token_ids)
+            Hit(
+                client_id(row.document_id, project),
+                row.chunk_index,
+                row.id,
+                score,
+                row.text,
+                row.token_ids,
+            )
             for chunk_id, score in scored
             if (row := rows.get(chunk_id)) is not None
         ]
@@ -180,7 +192,8 @@ class Library:
 
     def get(self, doc_id: str, project: str = DEFAULT_PROJECT) -> DocumentRow | None:
         """`project`'s document `doc_id`; None when unknown or another project's."""
-        return self.store.get_document(doc_id, project)
+        found = self.store.get_document(stored_id(doc_id, project), project)
+        return None if found is None else client_document(found)
 
     def chunking_of(self, document_key: str) -> Chunking:
         """How a document is chunked, from its key (`DocumentRow.content_hash`)."""
@@ -190,21 +203,23 @@ class Library:
         self, offset: int = 0, limit: int = 100, project: str = DEFAULT_PROJECT
     ) -> tuple[list[DocumentRow], int]:
         """A page of `project`'s documents, oldest first, and its total count."""
-        return self.store.list_documents(offset, limit, project)
+        rows, total = self.store.list_documents(offset, limit, project)
+        return [client_document(row) for row in rows], total
 
     def delete(self, doc_id: str, project: str = DEFAULT_PROJECT) -> list[ChunkRow] | None:
         """Delete `project`'s document; returns its chunks (to drop their KV caches) or None if
         unknown (or another project's). With neighbour contexts, stored chunks computed behind
         one of its chunks are marked to be precomputed again: no KV goes on carrying a deleted
         document's text."""
+        stored = stored_id(doc_id, project)
         with self._write_lock:
             held = self._contexts_holding(
-                sorted(self.store.chunk_ids([doc_id], project)), "deleted"
+                sorted(self.store.chunk_ids([stored], project)), "deleted"
             )
-            deleted = self.backend.delete(doc_id, project)
+            deleted = self.backend.delete(stored, project)
         if deleted:
             requeue(self.store, held - {row.id for row in deleted}, "deleted")
-        return deleted
+        return None if deleted is None else [client_chunk(row, project) for row in deleted]
 
     def _contexts_holding(self, chunk_ids: list[int], kind: str) -> set[int]:
         """Stored chunks computed behind one of `chunk_ids` (`contexts_holding`)."""
