@@ -41,4 +41,3 @@ def client_document(row: DocumentRow) -> DocumentRow:
 def client_chunk(row: ChunkRow, project: str) -> ChunkRow:
     """A stored chunk of `project`'s, naming its document as the project does."""
     return replace(row, document_id=client_id(row.document_id, project))
-

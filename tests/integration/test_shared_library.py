@@ -147,8 +147,9 @@ def test_what_alpha_made_on_a_is_alphas_alone_on_b(replicas: tuple[Server, Serve
     assert status_of(beta_b, owned.document_id) is None
     with beta_b.client() as beta:
         project_probes.assert_nothing_leaks(beta, owned, second.model)
-    with alpha_b.client() as alpha:
+    with alpha_b.client() as alpha, beta_b.client() as beta:
         project_probes.assert_still_owned(alpha, owned)
+        project_probes.assert_ids_are_per_project(alpha, beta, owned)
     assert owned.document_id not in library_ids(second)  # nor is it the default project's
 
 
