@@ -126,6 +126,7 @@ def blend_settings(settings: Settings, tokenizer: Any) -> BlendSettings | None:
         chunk_prefix=tuple(chunk_prefix(tokenizer, settings.chunk_prefix)),
         redis_url=settings.chunk_cache_redis_url,
         redis_timeout_s=settings.chunk_cache_redis_timeout,
+        recompute_when_faster=settings.chunk_cache_recompute_when_faster,
         slow_tier_format=settings.chunk_cache_format,
         shared_secret_hex=secret.get_secret_value() if secret else "",
     )

@@ -36,6 +36,12 @@ class ChunkCacheSettings(BaseSettings):
     chunk_cache_redis_timeout: float = Field(
         0.5, gt=0, description="Seconds a Redis call may take before it counts as a miss."
     )
+    chunk_cache_recompute_when_faster: bool = Field(
+        True,
+        description="Compute a chunk instead of loading its KV from disk or Redis when this "
+        "server's own measurements say loading would take longer; off: always load a hit "
+        "(spares the engine's compute for other requests when it, not the link, is busy).",
+    )
     chunk_cache_secret: SecretStr | None = Field(
         None,
         description="Hex secret (32 to 128 characters) signing cached chunk KV instead of "

@@ -60,13 +60,17 @@ class Placement:
 
 
 class ChunkPlacer:
-    """Sorts a job's chunks into hits and captures, the same way on every rank."""
+    """Sorts a job's chunks into hits and captures, the same way on every rank.
+
+    With a `compute_rate`, a slow tier's hit that would load slower than the chunk computes is
+    left to compute (`ChunkKVStore.prefetch_layers`); without one every hit is loaded.
+    """
 
     def __init__(
         self,
         store: ChunkKVStore,
         ranks: RankGroup,
-        compute_rate: ComputeRate,
+        compute_rate: ComputeRate | None,
         chunk_prefix_len: int,
         expectation: Callable[[Sequence[int]], EntryExpectation],
     ) -> None:
@@ -113,7 +117,8 @@ class ChunkPlacer:
     def _open(self, key: ChunkKey, chunk_tokens: list[int]) -> Any:
         """This rank's stream of the chunk, or None; never raises (other ranks wait to agree)."""
         try:
-            recompute_s = self.compute_rate.seconds_for(len(chunk_tokens))
+            rate = self.compute_rate
+            recompute_s = None if rate is None else rate.seconds_for(len(chunk_tokens))
             return self.store.prefetch_layers(key, self.expectation(chunk_tokens), recompute_s)
         except Exception:
             log.exception("opening cached chunk %s failed; computing it", key)

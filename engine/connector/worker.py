@@ -80,7 +80,7 @@ class BlendWorker:
         self._placer = ChunkPlacer(
             self.store,
             self.ranks,
-            self._compute_rate,
+            self._compute_rate if self.settings.recompute_when_faster else None,
             len(self.settings.chunk_prefix),
             self._expectation,
         )

@@ -44,6 +44,8 @@ class BlendSettings:
     redis_url: str = ""
     """The shared Redis tier of the chunk store behind memory and disk; empty: none."""
     redis_timeout_s: float = 0.5
+    recompute_when_faster: bool = True
+    """Compute a hit instead of loading it from a slow tier when measured to be quicker."""
     slow_tier_format: str = "lossless"
     """How disk and Redis store chunk KV: ``lossless`` (exact, 0.68x of bf16), ``raw`` (exact)
     or ``int8`` (half of bf16)."""

@@ -5,6 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.connector.metadata import BlendJob
+from engine.connector.placement import ChunkPlacer
+from engine.connector.ranks import RankGroup
+from engine.contract import BlendPlan, ChunkSpan, Recipe
 from engine.kvstore.load_meter import ComputeRate, LoadMeter, LoadOrRecompute
 from engine.kvstore.memory import MemoryTier
 from engine.kvstore.redis_tier import RedisTier
@@ -135,3 +139,26 @@ def test_redis_bandwidth_is_bytes_over_the_seconds_of_real_reads(
     assert 0 < measured["bytes_per_s"] <= layer_bytes / proxy.delay_s
     assert measured["latency_us"] >= 50_000
     assert store.backing[0].load_seconds(expect(ENTRY)) >= (1 + ENTRY.num_layers) * 0.05
+
+
+def test_without_a_compute_rate_the_placer_loads_a_hit_however_slow_its_tier(
+    proxied_store: tuple[ChunkKVStore, LatencyProxy],
+) -> None:
+    """`RAGBLEND_CHUNK_CACHE_RECOMPUTE_WHEN_FASTER=false` hands the worker's placer no compute
+    rate: a Redis hit measured slower than computing is loaded all the same."""
+    store, proxy = proxied_store
+    assert load(store)
+    proxy.delay_s = 0.2
+    assert load(store)  # this load measures the slow link
+    rate = ComputeRate()
+    rate.record(RECOMPUTE_S, ENTRY.num_tokens)
+    prompt = [0, *ENTRY.token_ids, 7]
+    plan = BlendPlan(Recipe("blend", 0.2), (ChunkSpan(1, 1 + ENTRY.num_tokens),))
+    job = BlendJob("r", plan, prompt, 0, len(prompt) - 1, [0])
+    for compute_rate, hits in ((rate, 0), (None, 1)):
+        store.memory.delete(KEY)
+        placer = ChunkPlacer(store, RankGroup(), compute_rate, 1, lambda _: expect(ENTRY))
+        placement = placer.place(job, "test-model", reusable=True, unreadable=set())
+        assert len(placement.hits) == hits
+        for hit in placement.hits:
+            assert len(list(hit.layers)) == ENTRY.num_layers
