@@ -469,7 +469,8 @@ stop() {
   for ns in $(ip netns list | awk -v p="$prefix-" 'index($1, p) == 1 {print $1}'); do
     ip netns delete "$ns" 2>/dev/null || true
   done
-  for controller in "${cgroup_controllers[@]}"; do
+  # runc also mirrors v1 paths into the unified (cgroup2) hierarchy of this hybrid layout.
+  for controller in "${cgroup_controllers[@]}" unified; do
     for ((i = 1; i <= workers; i++)); do
       dir="/sys/fs/cgroup/$controller/$prefix-w$i"
       if [ -d "$dir" ]; then find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
