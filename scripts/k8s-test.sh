@@ -18,9 +18,9 @@
 #   bash scripts/k8s-test.sh
 # Knobs: RAGBLEND_DOCKER_CACHE (/var/cache/ragblend; images saved under <it>/k8s/images),
 # RAGBLEND_K8S_GRACE (16 s, the node grace period), RAGBLEND_K8S_TEST_PYTHON (.venv/bin/python),
-# RAGBLEND_HELM (helm on PATH, else .venv/bin/helm), RAGBLEND_K8S_TEST_MODEL
-# (smollm2-135m-instruct), RAGBLEND_K8S_SKIP (comma list of checks to skip: upgrade, failover,
-# scale), and those of scripts/k8s-cluster.sh.
+# RAGBLEND_HELM (default: scripts/install-k8s-tools.sh installs it next to that Python),
+# RAGBLEND_K8S_TEST_MODEL (smollm2-135m-instruct), RAGBLEND_K8S_SKIP (comma list of checks to
+# skip: upgrade, failover, scale), and those of scripts/k8s-cluster.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"
@@ -170,10 +170,12 @@ fi
 
 # --- tools and cluster ---------------------------------------------------------------------
 
-helm_bin="${RAGBLEND_HELM:-$(command -v helm || echo "$repo/.venv/bin/helm")}"
-if [ ! -x "$helm_bin" ] && [ -f scripts/install-k8s-tools.sh ]; then
-  bash scripts/install-k8s-tools.sh >&2
+helm_bin="${RAGBLEND_HELM:-}"
+if [ -z "$helm_bin" ] && [ -f scripts/install-k8s-tools.sh ]; then
+  bash scripts/install-k8s-tools.sh "$(dirname "$python")" >&2 # next to the test's Python
+  helm_bin="$(dirname "$python")/helm"
 fi
+helm_bin="${helm_bin:-$(command -v helm || true)}"
 [ -x "$helm_bin" ] || {
   say "no helm ($helm_bin): run bash scripts/install-k8s-tools.sh"
   exit 1
