@@ -149,6 +149,8 @@ pause_image="localhost/ragblend-pause:1.20.2"
 
 # Starts "$@" in network namespace $1 (and, for a worker, in its pids cgroup, so the shims and
 # containers it starts are found again), logs to $run/log/<name>.log, records name and PID.
+# nsenter --net, not `ip netns exec`: that one also makes a mount namespace with a fresh /sys,
+# where the kubelet finds no cgroup mounts and the host would not see the pods' mounts.
 launch() {
   local ns="$1" name="$2" cgroup="$3"
   shift 3
@@ -156,9 +158,9 @@ launch() {
   if [ -n "$cgroup" ]; then
     # shellcheck disable=SC2016 # $$ is the inner shell's PID, which exec keeps
     setsid sh -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' launch "$cgroup" \
-      ip netns exec "$ns" "$@" </dev/null >"$log" 2>&1 &
+      nsenter --net="/run/netns/$ns" "$@" </dev/null >"$log" 2>&1 &
   else
-    setsid ip netns exec "$ns" "$@" </dev/null >"$log" 2>&1 &
+    setsid nsenter --net="/run/netns/$ns" "$@" </dev/null >"$log" 2>&1 &
   fi
   echo "$name $!" >>"$run/pids"
 }
@@ -463,7 +465,7 @@ stop() {
   fi
   # Mounts under the state directory (pod volumes, container root filesystems, pod network
   # namespaces), deepest first.
-  findmnt -rn -o TARGET | grep "^$run/" | sort -r | while read -r target; do
+  findmnt -rn -o TARGET | { grep "^$run/" || true; } | sort -r | while read -r target; do
     umount -l "$target" 2>/dev/null || true
   done
   for ns in $(ip netns list | awk -v p="$prefix-" 'index($1, p) == 1 {print $1}'); do
@@ -476,8 +478,13 @@ stop() {
       if [ -d "$dir" ]; then find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
     done
   done
+  # The logs outlive the cluster, for a failed start or test to be read.
+  if [ -d "$run/log" ]; then
+    rm -rf "$cache/last-logs"
+    cp -r "$run/log" "$cache/last-logs"
+  fi
   rm -rf "$run"
-  say "stopped; removed $run"
+  say "stopped; removed $run (logs kept in $cache/last-logs)"
 }
 
 case "${1:-}" in
