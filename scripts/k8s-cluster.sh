@@ -368,6 +368,8 @@ make_network() {
   done
   for host in "${hosts[@]}"; do
     IFS=: read -r name ns ip <<<"$host"
+    # A route for ClusterIPs, so a client in the namespace gets as far as kube-proxy's DNAT.
+    ip -n "$ns" route add "$service_cidr" dev eth0
     for ((i = 1; i <= workers; i++)); do
       [ "$name" = "w$i" ] || ip -n "$ns" route add "$(worker_pods "$i")" via "$(worker_ip "$i")"
     done
