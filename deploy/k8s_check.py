@@ -125,9 +125,11 @@ def cites(client: OpenAI, model: str, document_id: str, timeout_s: float) -> dic
     raise CheckFailure(f"{client.base_url} never cited {document_id}: {sources}")
 
 
-def ingest(http: httpx.Client, document_id: str, text: str) -> None:
+def ingest(http: httpx.Client, document_id: str, text: str) -> str:
+    """The id the library acknowledged (a text it holds already keeps its first id)."""
     reply = http.post("/v1/documents", json={"documents": [{"id": document_id, "text": text}]})
     check(reply.status_code == 200, f"ingest {document_id}: {reply.status_code} {reply.text}")
+    return reply.json()["data"][0]["id"]
 
 
 def serve(args: argparse.Namespace) -> dict[str, Any]:
@@ -170,19 +172,18 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
     """Requests one after another until the stop file appears, each either answered or failed."""
     client = sdk(args.url, args.api_key, timeout=args.request_timeout)
     model = model_of(client)
-    records: list[tuple[float, bool, str]] = []
+    records: list[tuple[float, bool, str]] = []  # (when it ended, answered, error)
     acknowledged: list[str] = []
     stop = Path(args.stop_file)
     started = time.time()
     with http_client(args.url, args.api_key, timeout=args.request_timeout) as http:
         while not stop.exists() and time.time() - started < args.max_seconds:
-            at = time.time()
             index = len(records)
             try:
                 if args.ingest_every and index % args.ingest_every == args.ingest_every - 1:
                     document_id = f"k8s-loop-{uuid.uuid4().hex[:12]}"
-                    ingest(http, document_id, f"Loop note {index}: {DOCUMENTS[index % 3]}")
-                    acknowledged.append(document_id)
+                    text = f"Loop note {document_id}: {DOCUMENTS[index % 3]}"
+                    acknowledged.append(ingest(http, document_id, text))
                 else:
                     client.chat.completions.create(
                         model=model,
@@ -190,9 +191,9 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
                         max_tokens=4,
                         temperature=0,
                     )
-                records.append((at, True, ""))
+                records.append((time.time(), True, ""))
             except (OpenAIError, httpx.HTTPError, CheckFailure) as exc:
-                records.append((at, False, f"{type(exc).__name__}: {str(exc)[:160]}"))
+                records.append((time.time(), False, f"{type(exc).__name__}: {str(exc)[:160]}"))
                 time.sleep(0.2)
     if args.ids_file:
         Path(args.ids_file).write_text("\n".join(acknowledged) + ("\n" if acknowledged else ""))
