@@ -1,4 +1,5 @@
-"""Settings of blending and of what chunk KV is precomputed behind (part of ``Settings``).
+"""Settings of blending, of finding known passages pasted into prompts, and of what chunk KV
+is precomputed behind (part of ``Settings``).
 
 Two recipes: chunks precomputed behind the fixed prefix (sent ``documents``) need more of their
 tokens recomputed than library chunks precomputed behind their neighbours, which already carry
@@ -84,6 +85,18 @@ class BlendServerSettings(BaseSettings):
     )
     blend_in_context_metric: Metric = Field(
         "probe", description="Default selection metric of those requests (see `blend_metric`)."
+    )
+    blend_segment: bool = Field(
+        False,
+        description="Find known passages (library chunks, documents sent before) pasted into "
+        "the prompt of requests without `documents` or `retrieval` and reuse their chunk KV, as "
+        "`blend.segment: true` does per request; costs a scan of each such prompt.",
+    )
+    pasted_passages_max: int = Field(
+        100_000,
+        ge=0,
+        description="Sent documents remembered so that `blend.segment` finds them pasted later "
+        "(about 600 bytes each; the least recently sent are forgotten first); 0: none.",
     )
     chunk_prefix: Literal["plain", "chat", "passages"] = Field(
         "passages",

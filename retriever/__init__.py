@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from retriever.objects.file_store import FileRecord, new_file_id
     from retriever.objects.rag_objects import RagObjects
     from retriever.objects.response_store import StoredResponse
-    from retriever.objects.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore
+    from retriever.objects.vector_store_queries import Attachment, UnknownFiles, UnknownVectorStore
     from retriever.objects.vector_store_records import (
         BatchRecord,
         FileCounts,
@@ -54,7 +54,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "retriever.objects.file_store": ("FileRecord", "new_file_id"),
     "retriever.objects.rag_objects": ("RagObjects",),
     "retriever.objects.response_store": ("StoredResponse",),
-    "retriever.objects.vector_store_db": ("Attachment", "UnknownFiles", "UnknownVectorStore"),
+    "retriever.objects.vector_store_queries": ("Attachment", "UnknownFiles", "UnknownVectorStore"),
     "retriever.objects.vector_store_records": (
         "BatchRecord",
         "FileCounts",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install ragblend and everything it needs into .venv/ (idempotent; fast when nothing changed).
 #   bash scripts/install.sh          # serving: CPU, or CUDA when an NVIDIA GPU is visible
-#   bash scripts/install.sh dev      # serving plus the test and lint tools
+#   bash scripts/install.sh dev      # serving plus the test and lint tools, and Helm
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +15,9 @@ if [ -z "$device" ]; then
 fi
 extras="$device,retrieval"
 [ "${1:-}" = "dev" ] && extras="$extras,dev"
+
+# Helm for the chart's checks and the Kubernetes test (its own pin and cache; a no-op when present).
+if [ "${1:-}" = "dev" ]; then bash scripts/install-k8s-tools.sh .venv/bin; fi
 
 stamp=".venv/.ragblend-installed"
 wanted="$extras $(cat pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)"

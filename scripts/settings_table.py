@@ -1,9 +1,10 @@
 """The README's settings table, generated from ``gateway.settings.Settings``.
 
 One row per setting: its environment variable, its default and its description, in the order
-the settings class declares them (its own fields, then those of the classes it extends: the
-blend settings of ``gateway.blend_settings``). Defaults are the declared ones, never the values
-of this machine's environment, and a secret's default is never printed.
+the settings class declares them (its own fields, then those of the classes it extends, in the
+order it names them: engine, server, library, chunk cache, then blend settings). Defaults are the
+declared ones, never the values of this machine's environment, and a secret's default is never
+printed.
 
     python scripts/settings_table.py            # print the table
     python scripts/settings_table.py --write    # rewrite the README's table in place

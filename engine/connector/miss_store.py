@@ -32,32 +32,42 @@ class MissStore:
     ) -> None:
         """Runs on every rank after the job's paged cache is filled; computes what the fill did
         not capture (the same chunks on every rank, so the forward's collectives pair up)."""
+        behind_prefix = []
         for capture in captures:
-            if not capture.keys:
-                stored_behind = job.right_behind(self.prefix, capture.start)
-                context = job.token_ids[: capture.start] if stored_behind else self.prefix
-                self._compute(decoder, capture, context, device)
+            if capture.keys:
+                continue
+            context = job.token_ids[: capture.start]
+            if job.right_behind(self.prefix, capture.start) and context != self.prefix:
+                self._compute_behind(decoder, capture, context, device)  # a contextual precompute
+            else:
+                behind_prefix.append(capture)
+        if behind_prefix:
+            self._compute_behind_prefix(decoder, behind_prefix, device)
+        for capture in captures:
             if job.plan.replace_stored:  # tiers that keep an existing entry must drop it first
                 self.store.delete(capture.key)
             self.store.put(capture.key, capture.entry())
 
-    def _compute(
+    def _compute_behind_prefix(
+        self, decoder: VllmDecoder, captures: list[Capture], device: torch.device
+    ) -> None:
+        def keep(chunk: int, _layer: int, keys: Tensor, values: Tensor) -> None:
+            captures[chunk].keys.append(keys.cpu())
+            captures[chunk].values.append(values.cpu())
+
+        chunks = [torch.tensor(capture.token_ids, device=device) for capture in captures]
+        prefill_behind(decoder, self._kept_prefix(decoder, device), chunks, keep)
+
+    def _compute_behind(
         self, decoder: VllmDecoder, capture: Capture, context: list[int], device: torch.device
     ) -> None:
-        def keep(_layer: int, keys: Tensor, values: Tensor) -> None:
-            capture.keys.append(keys.cpu())
-            capture.values.append(values.cpu())
-
-        if context == self.prefix:
-            chunk = torch.tensor(capture.token_ids, device=device)
-            prefill_behind(decoder, self._kept_prefix(decoder, device), chunk, keep)
-            return
         ids = torch.tensor(context + capture.token_ids, device=device)
 
-        def keep_chunk(layer: int, keys: Tensor, values: Tensor) -> None:
-            keep(layer, keys[len(context) :], values[len(context) :])
+        def keep(_layer: int, keys: Tensor, values: Tensor) -> None:
+            capture.keys.append(keys[len(context) :].cpu())
+            capture.values.append(values[len(context) :].cpu())
 
-        blend_prefill(decoder, ids, [], decoder.rope, Recipe.exact(), keep_chunk)
+        blend_prefill(decoder, ids, [], decoder.rope, Recipe.exact(), keep)
 
     def _kept_prefix(self, decoder: VllmDecoder, device: torch.device) -> PrefixKV:
         if self._prefix_kv is None:

@@ -84,9 +84,7 @@ def _byte_planes(keys: Tensor, values: Tensor) -> list[np.ndarray]:
     return [low, np.frombuffer(frame, dtype=np.uint8)]
 
 
-def _joined_planes(
-    raw: bytearray, dtype: torch.dtype, tokens: int, heads: int, dim: int
-) -> Tensor:
+def _joined_planes(raw: bytearray, dtype: torch.dtype, tokens: int, heads: int, dim: int) -> Tensor:
     """K and V stacked, [2, tokens, heads, dim], from `_byte_planes`' bytes; ValueError if the
     frame does not decode to exactly one top plane."""
     size, channels = dtype.itemsize, heads * dim

@@ -3,10 +3,11 @@
 Beside what the SQLite store keeps, chunks hold their embedding (so replicas never embed again
 what another one ingested), a precompute claim (`claimed_by` until `claimed_until`) and whether
 their KV is to be precomputed again (`kv_stale`, version 2), their words for keyword search
-(`search_words`, version 3), the project owning each document and object (version 4), and
-`library_changes` logs every add and delete, in commit order, for the replicas to follow.
-`library_log_floor` remembers up to which change the log was trimmed. OpenAI's files, vector
-stores and stored responses are shared too.
+(`search_words`, version 3), the project owning each document and object (version 4), document
+ids per project (version 5: `retriever.library.document_ids`), and `library_changes` logs every
+add and delete, in commit order, for the replicas to follow. `library_log_floor` remembers up
+to which change the log was trimmed. OpenAI's files, vector stores and stored responses are
+shared too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import psycopg
 
 from retriever.objects.schema import PROJECTS_SCHEMA, VECTOR_STORE_SCHEMA
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA_LOCK = 0x72616762_6C656E64 >> 1
 """Advisory lock key that serializes schema creation between replicas starting together."""
 
@@ -51,10 +52,25 @@ _KEYWORD_SEARCH = (
     "GENERATED ALWAYS AS (to_tsvector('english', text)) STORED",
     "CREATE INDEX chunks_by_word ON chunks USING GIN (search_words)",
 )
+_IDS_PER_PROJECT = (
+    # Version 5: document ids per project (`retriever.library.document_ids`): the documents of
+    # projects other than `default` are stored as `project/id`. The references to a document
+    # follow its id (ON UPDATE CASCADE; nothing renames a document after this). Chunk ids, all
+    # the replicas' indexes and the change log go by, do not change, so no replica rebuilds; the
+    # document ids of changes logged before keep the old names (followers never read them).
+    *(
+        f"ALTER TABLE {table} DROP CONSTRAINT {table}_document_id_fkey, "
+        f"ADD CONSTRAINT {table}_document_id_fkey FOREIGN KEY (document_id) "
+        "REFERENCES documents (id) ON DELETE CASCADE ON UPDATE CASCADE"
+        for table in ("chunks", "files")
+    ),
+    "UPDATE documents SET id = project || '/' || id WHERE project <> 'default'",
+)
 _UPGRADES: dict[int, tuple[str, ...]] = {
     2: _STALE_CHUNKS,
     3: _KEYWORD_SEARCH,
     4: PROJECTS_SCHEMA,  # version 4: projects; everything stored before belongs to `default`
+    5: _IDS_PER_PROJECT,
 }
 """Statements that bring a database of the version before each key up to it."""
 _SCHEMA = (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from retriever.objects.schema import PROJECTS_SCHEMA, VECTOR_STORE_SCHEMA
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _SCHEMA = (
     """
     CREATE TABLE documents (
@@ -67,6 +67,19 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     # Version 6: projects; everything stored before belongs to `default`.
     6: PROJECTS_SCHEMA,
+    # Version 7: document ids per project (`retriever.library.document_ids`): the documents of
+    # projects other than `default` are stored as `project/id`, and their chunks and files follow.
+    # The foreign keys are checked at commit, once every reference has moved.
+    7: (
+        "PRAGMA defer_foreign_keys = ON",
+        *(
+            f"UPDATE {table} SET document_id = (SELECT project || '/' || id FROM documents "
+            f"WHERE documents.id = {table}.document_id) "
+            "WHERE document_id IN (SELECT id FROM documents WHERE project <> 'default')"
+            for table in ("chunks", "files")
+        ),
+        "UPDATE documents SET id = project || '/' || id WHERE project <> 'default'",
+    ),
 }
 
 

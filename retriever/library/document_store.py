@@ -4,33 +4,28 @@ Chunk ids are never reused and double as vector ids in the index. The embedded d
 SQLite file (one connection shared by threads under a lock), which stores documents `pending`
 until the local backend has indexed them. On PostgreSQL the store is shared by every replica
 (`RAGBLEND_DATABASE_URL`): chunks keep their embedding, documents are stored `indexed` at once,
-every add or delete also logs the change (`retriever.library.changelog`) for the replicas'
-indexes, and precompute work is handed out with row locks and a lease. Those differences live
-in `retriever.library.store_dialect`.
+and every add or delete also logs the change (`retriever.library.changelog`) for the replicas'
+indexes. Those differences live in `retriever.library.store_dialect`. The queue of chunk-KV
+precompute work over the same tables is `retriever.library.precompute_queue`.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from retriever.db.postgres import PgDatabase
-from retriever.library import kv_presence
+from retriever.library.drafts import DocumentConflict as DocumentConflict
 from retriever.library.drafts import (
-    PENDING,
-    REQUEUEABLE,
     checked_status,
     in_requested_order,
     insert_draft,
     store_drafts,
     vectors_by_draft,
 )
-from retriever.library.drafts import DocumentConflict as DocumentConflict
+from retriever.library.precompute_queue import PrecomputeQueue
 from retriever.library.records import (
     CHUNK_IN_PROJECT,
     PROJECT_CHUNKS,
@@ -39,7 +34,6 @@ from retriever.library.records import (
     DocumentRow,
     DocumentStatus,
     Insertion,
-    chunk_from_row,
     select_chunks,
     select_document,
     select_documents,
@@ -48,16 +42,14 @@ from retriever.library.store_dialect import open_dialect
 from retriever.search.keywords import keyword_terms
 
 
-class DocumentStore:
+class DocumentStore(PrecomputeQueue):
     """Documents and chunks in the SQLite file at `where`, or in the PostgreSQL database
-    `where`; every multi-row change is one all-or-nothing transaction."""
+    `where`, and the queue of their chunks' precompute work; every multi-row change is one
+    all-or-nothing transaction."""
 
     def __init__(self, where: str | Path | PgDatabase) -> None:
         self.path = None if isinstance(where, PgDatabase) else Path(where)
-        self._dialect = open_dialect(where)
-        self._db = self._dialect.database
-        # Who this server is in `claimed_by` (PostgreSQL).
-        self.claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        super().__init__(open_dialect(where))
 
     def close(self) -> None:
         self._db.close()
@@ -213,75 +205,3 @@ class DocumentStore:
                 "UPDATE documents SET status = ? WHERE id = ?", (checked_status(status), doc_id)
             )
         return cursor.rowcount == 1
-
-    def mark_chunk_cached(self, chunk_id: int, kv_key: str | None) -> bool:
-        """Record that a chunk's KV was precomputed, stored under ``kv_key`` (None: it could not
-        be); False if the chunk does not exist. Its document turns ``cached`` with its last chunk.
-        A claim on it ends."""
-        with self._db.transaction() as connection:
-            row = connection.execute(
-                "UPDATE chunks SET kv_cached = 1, kv_key = ?, kv_present = ?, kv_stale = 0"
-                f"{self._dialect.release_claim} WHERE id = ? RETURNING document_id",
-                (kv_key, int(kv_key is not None), chunk_id),
-            ).fetchone()
-            if row is not None:
-                kv_presence.refresh_status(connection, [row[0]])
-        return row is not None
-
-    def progress(self) -> tuple[dict[str, int], int]:
-        """Documents per status, and chunks still waiting for their KV to be precomputed."""
-        with self._db.snapshot() as connection:
-            return kv_presence.progress(connection)
-
-    def apply_kv_presence(self, present: Iterable[str], evicted: Iterable[str]) -> list[str]:
-        """Chunks the engine reports stored (``present``) or evicted, by chunk-store key; updates
-        their documents' status and returns the documents that turned ``cached``."""
-        with self._db.transaction() as connection:
-            documents = kv_presence.set_presence(connection, present, True)
-            documents |= kv_presence.set_presence(connection, evicted, False)
-            return kv_presence.refresh_status(connection, sorted(documents))
-
-    def pending_chunks(self, limit: int) -> list[ChunkRow]:
-        """Up to `limit` chunks of indexed documents whose KV cache is not stored yet, oldest first.
-        Documents still being ingested are left out: a document turns `cached` after `indexed`."""
-        with self._db.reading() as connection:
-            return select_chunks(connection, f"{PENDING} ORDER BY id LIMIT ?", limit)
-
-    def claim_pending_chunks(self, limit: int) -> list[ChunkRow]:
-        """`pending_chunks`, then stale ones (see `requeue_chunks`), each handed to one caller:
-        on PostgreSQL those no replica holds a live claim on, now claimed by this one for
-        `CLAIM_LEASE_S`; with one server per SQLite file there is no one to share them with."""
-        with self._db.transaction() as connection:
-            condition = f"{PENDING} OR kv_stale = 1"
-            rows = self._dialect.claim(connection, condition, limit, self.claimant)
-        ordered = sorted(rows, key=lambda row: (row[-1], row[0]))
-        return [chunk_from_row(row[:-1]) for row in ordered]
-
-    def requeue_chunks(self, chunk_ids: Sequence[int]) -> list[int]:
-        """Mark chunks stale: their KV is to be precomputed again (their neighbours changed); any
-        replica may claim them.
-
-        Only chunks whose KV is stored and present are marked, and only once until it is
-        precomputed again; they stay cached meanwhile. Returns the ids marked now."""
-        condition, ids = self._dialect.any_of("id", chunk_ids)
-        with self._db.transaction() as connection:
-            rows = connection.execute(
-                f"UPDATE chunks SET kv_stale = 1 WHERE {REQUEUEABLE} AND {condition} RETURNING id",
-                (ids,),
-            ).fetchall()
-        return sorted(int(row[0]) for row in rows)
-
-    def cancel_requeue(self, chunk_id: int) -> None:
-        """A stale chunk could not be precomputed again: it keeps the KV it has; its claim ends."""
-        with self._db.transaction() as connection:
-            connection.execute(
-                f"UPDATE chunks SET kv_stale = 0{self._dialect.release_claim} WHERE id = ?",
-                (chunk_id,),
-            )
-
-    def pending_chunks_of(self, document_id: str) -> list[ChunkRow]:
-        """The chunks of one document whose KV cache is not stored yet, in chunk order."""
-        with self._db.reading() as connection:
-            return select_chunks(
-                connection, "kv_cached = 0 AND document_id = ? ORDER BY chunk_index", document_id
-            )

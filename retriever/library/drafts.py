@@ -1,6 +1,6 @@
 """The parts of the document store (`retriever.library.document_store`) that hold no connection:
 de-duplication and id conflicts when storing a batch, new document rows and how they are inserted,
-chunk order, status checks, and which chunks await precompute.
+chunk order and status checks.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from retriever.library.changelog import encode_vector
+from retriever.library.document_ids import stored_id
 from retriever.library.records import (
     DOCUMENT_COLUMNS,
     DOCUMENT_STATUSES,
@@ -30,11 +31,6 @@ from retriever.library.records import (
 
 if TYPE_CHECKING:
     from retriever.library.kv_presence import Executor
-
-PENDING = "(kv_cached = 0 AND document_id IN (SELECT id FROM documents WHERE status = 'indexed'))"
-"""Chunks of indexed documents whose KV was never precomputed."""
-REQUEUEABLE = "kv_cached = 1 AND kv_key IS NOT NULL AND kv_present = 1 AND kv_stale = 0"
-"""Chunks that may be marked stale: their KV is stored and present, and not already stale."""
 
 
 class DocumentConflict(Exception):
@@ -58,7 +54,8 @@ def store_drafts(
     `get_document` must see the rows inserted so far.
 
     Content already stored (or earlier in `drafts`) yields the existing document with
-    `created=False`; an explicit id taken by other content raises `DocumentConflict`.
+    `created=False`; an explicit id the draft's project already gave other content raises
+    `DocumentConflict`.
     """
     insertions: list[Insertion] = []
     for position, draft in enumerate(drafts):
@@ -68,7 +65,7 @@ def store_drafts(
             continue
         if not draft.chunks:
             raise DuplicateVanished(f"content {draft.content_hash} is no longer stored")
-        if draft.id is not None and get_document(draft.id) is not None:
+        if draft.id is not None and get_document(stored_id(draft.id, draft.project)) is not None:
             raise DocumentConflict(f"document {draft.id!r} already exists with different content")
         document = new_document(draft, status)
         insertions.append(Insertion(document, True, insert(document, position)))
@@ -76,9 +73,10 @@ def store_drafts(
 
 
 def new_document(draft: DocumentDraft, status: DocumentStatus) -> DocumentRow:
-    """The row of a draft about to be stored; a draft without an id gets a fresh one."""
+    """The row of a draft about to be stored, under the id its project gave it (a fresh one
+    when it gave none) as the store keeps it (`stored_id`)."""
     return DocumentRow(
-        id=draft.id or f"doc-{uuid.uuid4().hex}",
+        id=stored_id(draft.id or f"doc-{uuid.uuid4().hex}", draft.project),
         content_hash=draft.content_hash,
         metadata=json.loads(metadata_json(draft.metadata)),
         status=status,

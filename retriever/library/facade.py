@@ -8,14 +8,15 @@ A search ranks chunks by their embeddings, by the database's keyword index, or b
 (`retriever.search.ranking`); both indexes change in the transaction that stores or deletes.
 Writes are serialized by one lock, held only for the database transaction and the index update:
 chunking and embedding a batch happen before it is taken, so a large document does not hold up a
-small one or a delete. Searches run alongside writes. With neighbour contexts, chunks whose
-nearest neighbours a batch joins or a delete leaves are marked to be precomputed again
-(`retriever.search.neighbours`).
+small one or a delete (`retriever.library.batch_preparation`). Searches run alongside writes.
+With neighbour contexts, chunks whose nearest neighbours a batch joins or a delete leaves are
+marked to be precomputed again (`retriever.library.neighbour_requeue`).
+Each project names its documents in its own id space: ids are qualified by project on the way in
+and stripped on the way out (`retriever.library.document_ids`), so callers only see their own.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,29 +24,28 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.ingest.chunking import Chunking, TextTokenizer, content_hash
+from retriever.ingest.chunking import Chunking, TextTokenizer
+from retriever.library.batch_preparation import prepared_batch
+from retriever.library.document_ids import client_chunk, client_document, client_id, stored_id
 from retriever.library.documents import (
     Hit,
     IngestResult,
     NewDocument,
-    document_key,
     key_chunking,
     validated_texts,
 )
-from retriever.library.drafts import DocumentConflict, DuplicateVanished
+from retriever.library.drafts import DuplicateVanished
 from retriever.library.interfaces import LibraryBackend, LibraryStore
 from retriever.library.local_backend import INDEX_FILE as INDEX_FILE
 from retriever.library.local_backend import STORE_FILE as STORE_FILE
 from retriever.library.local_backend import LocalBackend
+from retriever.library.neighbour_requeue import contexts_holding, requeue
 from retriever.library.reconcile import TextEmbedder
 from retriever.library.records import DEFAULT_PROJECT, ChunkRow, DocumentDraft, DocumentRow
 from retriever.library.shared_backend import SharedBackend
 from retriever.search.index import IndexKind, VectorIndex
-from retriever.search.neighbours import NeighbourPolicy, joined_neighbourhoods, within_window
+from retriever.search.neighbours import NeighbourPolicy
 from retriever.search.ranking import DENSE, FUSION_DEPTH, Ranking, Reranker, ranked_chunks
-
-log = logging.getLogger(__name__)
-EMBED_BATCH = 32
 
 
 class Library:
@@ -102,10 +102,10 @@ class Library:
         """Store and index a batch in `project`; nothing is stored if any document is invalid or
         conflicts.
 
-        Raises an `InvalidIngest` (a ValueError) for bad input and `DocumentConflict` when an id
-        is taken by different content (document ids are unique across projects). Content the
-        project already stored comes back with `created=False`; another project's copy of the
-        same text is not shared.
+        Raises an `InvalidIngest` (a ValueError) for bad input and `DocumentConflict` when the
+        project gave an id to different content already (another project's ids are its own).
+        Content the project already stored comes back with `created=False`; another project's
+        copy of the same text is not shared.
         """
         texts = validated_texts(documents)
         drafts, vectors = self._prepare(documents, texts, project)
@@ -116,10 +116,13 @@ class Library:
                 # Content this batch duplicated was deleted meanwhile: it needs chunks after all.
                 drafts, vectors = self._prepare(documents, texts, project)
                 insertions = self.backend.add(drafts, vectors)
-        self._requeue_joined([chunk_id for added in insertions for chunk_id in added.chunk_ids])
+        new_ids = [chunk_id for added in insertions for chunk_id in added.chunk_ids]
+        # Mark stale the stored chunks whose context the new ones enter; the batch is stored
+        # whatever happens here.
+        requeue(self.store, self._contexts_holding(new_ids, "new"), "new")
         return [
             IngestResult(
-                id=insertion.document.id,
+                id=client_id(insertion.document.id, project),
                 created=insertion.created,
                 num_chunks=insertion.document.num_chunks,
                 status="indexed" if insertion.created else insertion.document.status,
@@ -150,6 +153,8 @@ class Library:
             raise ValueError("query is empty")
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
+        if document_ids is not None:
+            document_ids = [stored_id(doc_id, project) for doc_id in document_ids]
         shared = not self.store.holds_only(project)
         allowed = None
         if document_ids is not None or shared:
@@ -168,7 +173,14 @@ class Library:
         found = [chunk_id for chunk_id, _ in scored]
         rows = {row.id: row for row in self.store.chunks_for(found, project)}
         hits = [
-            Hit(row.document_id, row.chunk_index, row.id, score, row.text, row.token_ids)
+            Hit(
+                client_id(row.document_id, project),
+                row.chunk_index,
+                row.id,
+                score,
+                row.text,
+                row.token_ids,
+            )
             for chunk_id, score in scored
             if (row := rows.get(chunk_id)) is not None
         ]
@@ -180,7 +192,8 @@ class Library:
 
     def get(self, doc_id: str, project: str = DEFAULT_PROJECT) -> DocumentRow | None:
         """`project`'s document `doc_id`; None when unknown or another project's."""
-        return self.store.get_document(doc_id, project)
+        found = self.store.get_document(stored_id(doc_id, project), project)
+        return None if found is None else client_document(found)
 
     def chunking_of(self, document_key: str) -> Chunking:
         """How a document is chunked, from its key (`DocumentRow.content_hash`)."""
@@ -190,92 +203,38 @@ class Library:
         self, offset: int = 0, limit: int = 100, project: str = DEFAULT_PROJECT
     ) -> tuple[list[DocumentRow], int]:
         """A page of `project`'s documents, oldest first, and its total count."""
-        return self.store.list_documents(offset, limit, project)
+        rows, total = self.store.list_documents(offset, limit, project)
+        return [client_document(row) for row in rows], total
 
     def delete(self, doc_id: str, project: str = DEFAULT_PROJECT) -> list[ChunkRow] | None:
         """Delete `project`'s document; returns its chunks (to drop their KV caches) or None if
         unknown (or another project's). With neighbour contexts, stored chunks computed behind
         one of its chunks are marked to be precomputed again: no KV goes on carrying a deleted
         document's text."""
+        stored = stored_id(doc_id, project)
         with self._write_lock:
             held = self._contexts_holding(
-                sorted(self.store.chunk_ids([doc_id], project)), "deleted"
+                sorted(self.store.chunk_ids([stored], project)), "deleted"
             )
-            deleted = self.backend.delete(doc_id, project)
+            deleted = self.backend.delete(stored, project)
         if deleted:
-            self._requeue(held - {row.id for row in deleted}, "deleted")
-        return deleted
-
-    def _requeue_joined(self, new_ids: list[int]) -> None:
-        """Mark stale the stored chunks whose context the new ones enter. The batch is stored
-        whatever happens here."""
-        self._requeue(self._contexts_holding(new_ids, "new"), "new")
+            requeue(self.store, held - {row.id for row in deleted}, "deleted")
+        return None if deleted is None else [client_chunk(row, project) for row in deleted]
 
     def _contexts_holding(self, chunk_ids: list[int], kind: str) -> set[int]:
-        """Other chunks whose neighbour context holds (or, for chunks just indexed, now would
-        hold) one of `chunk_ids` in the part the engine keeps (see `retriever.search.neighbours`);
-        empty without neighbour contexts. A failure is logged, not raised."""
-        policy = self.neighbours
-        if policy is None or not chunk_ids:
-            return set()
-        try:
-            joined = joined_neighbourhoods(self.index, chunk_ids, policy.count)
-            nearer = sorted({other for others in joined.values() for other in others})
-            lengths = {row.id: len(row.token_ids) for row in self.store.chunks_for(nearer)}
-            return within_window(joined, lengths, policy.window_tokens)
-        except Exception:
-            log.exception("could not find the neighbours of %d %s chunks", len(chunk_ids), kind)
-            return set()
-
-    def _requeue(self, chunk_ids: set[int], kind: str) -> None:
-        if not chunk_ids:
-            return
-        try:
-            requeued = self.store.requeue_chunks(sorted(chunk_ids))
-        except Exception:
-            log.exception("could not requeue %d chunks near %s ones", len(chunk_ids), kind)
-            return
-        if requeued:
-            log.info("%s chunks changed the neighbours of %d stored ones", kind, len(requeued))
+        """Stored chunks computed behind one of `chunk_ids` (`contexts_holding`)."""
+        return contexts_holding(self.neighbours, self.index, self.store, chunk_ids, kind)
 
     def _prepare(
         self, documents: Sequence[NewDocument], texts: list[str], project: str
     ) -> tuple[list[DocumentDraft], np.ndarray]:
-        """Drafts and the embeddings of their chunks, in chunk order (no lock needed)."""
-        drafts = self._drafts(documents, texts, project)
-        chunk_texts = [chunk.text for draft in drafts for chunk in draft.chunks]
-        return drafts, self._embed(chunk_texts)
-
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        """One embedder call per batch, so other callers (a query, a small ingest) get a turn."""
-        batches = [
-            self.embedder.embed(texts[start : start + EMBED_BATCH], batch_size=EMBED_BATCH)
-            for start in range(0, len(texts), EMBED_BATCH)
-        ]
-        if not batches:
-            return np.empty((0, self.embedder.dim), dtype=np.float32)
-        return np.concatenate(batches)
-
-    def _drafts(
-        self, documents: Sequence[NewDocument], texts: list[str], project: str
-    ) -> list[DocumentDraft]:
-        """Drafts with chunks only for content `project` has not stored yet; an id taken by
-        other content raises `DocumentConflict` before any embedding work."""
-        drafts: list[DocumentDraft] = []
-        new_hashes: set[str] = set()
-        for document, text in zip(documents, texts, strict=True):
-            chunking = document.chunking or self.default_chunking
-            text_hash = document_key(content_hash(text), chunking, self.default_chunking, project)
-            is_new = text_hash not in new_hashes and self.store.find_by_hash(text_hash) is None
-            if is_new and document.id is not None and self.store.get_document(document.id):
-                raise DocumentConflict(
-                    f"document {document.id!r} already exists with different content"
-                )
-            chunks = chunking.chunk(text, self.tokenizer) if is_new else []
-            new_hashes.add(text_hash)
-            drafts.append(
-                DocumentDraft(
-                    document.id, text_hash, document.metadata or {}, len(text), chunks, project
-                )
-            )
-        return drafts
+        """The batch's drafts and chunk embeddings (`prepared_batch`), outside the lock."""
+        return prepared_batch(
+            documents,
+            texts,
+            project,
+            self.store,
+            self.tokenizer,
+            self.embedder,
+            self.default_chunking,
+        )

@@ -1,4 +1,8 @@
-"""Uploaded files (OpenAI's ``/v1/files``): each one's bytes, name, purpose and library document."""
+"""Uploaded files (OpenAI's ``/v1/files``): each one's bytes, name, purpose and library document.
+
+A file names its document as its project does; the row holds the id the library stores it under
+(`retriever.library.document_ids`), which the foreign key to ``documents`` needs.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retriever.db.sqlite import ObjectDatabase
+from retriever.library.document_ids import client_id, stored_id
 from retriever.library.records import DEFAULT_PROJECT
 from retriever.objects.cursor_pages import ListSource, PageRequest, select_page
 
@@ -53,7 +58,7 @@ class FileStore:
                 "content, created_at, project) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.id,
-                    document_id,
+                    stored_id(document_id, self.project),
                     int(owns_document),
                     filename,
                     purpose,
@@ -71,7 +76,7 @@ class FileStore:
                 f"SELECT {FILE_COLUMNS} FROM files WHERE id = ? AND project = ?",
                 (file_id, self.project),
             ).fetchone()
-        return None if row is None else FileRecord(*row)
+        return None if row is None else self._record(row)
 
     def content(self, file_id: str) -> bytes | None:
         with self.database.reading() as connection:
@@ -88,7 +93,7 @@ class FileStore:
             parameters = (self.project, purpose)
         with self.database.reading() as connection:
             rows, has_more = select_page(connection, FILE_COLUMNS, source, parameters, page)
-        return [FileRecord(*row) for row in rows], has_more
+        return [self._record(row) for row in rows], has_more
 
     def delete(self, file_id: str) -> tuple[bool, str | None]:
         """Delete a file (and detach it from every vector store). Returns whether it existed, and
@@ -101,7 +106,7 @@ class FileStore:
             ).fetchone()
             if row is None:
                 return False, None
-            return True, _leave(connection, *row)
+            return True, self._client_id(_leave(connection, *row))
 
     def vector_stores_of(self, file_id: str) -> list[str]:
         """The vector stores the file is attached to."""
@@ -115,6 +120,7 @@ class FileStore:
     def move_to_document(self, file_id: str, document_id: str, owns_document: bool) -> str | None:
         """Make the file's text the document ``document_id`` (the same text chunked another way);
         ``owns_document``: this move created it. Returns the document to delete, as `delete`."""
+        document_id = stored_id(document_id, self.project)
         with self.database.transaction() as connection:
             row = connection.execute(
                 "SELECT document_id, owns_document FROM files WHERE id = ? AND project = ?",
@@ -126,7 +132,15 @@ class FileStore:
                 "UPDATE files SET document_id = ?, owns_document = ? WHERE id = ?",
                 (document_id, int(owns_document), file_id),
             )
-            return _leave(connection, *row)
+            return self._client_id(_leave(connection, *row))
+
+    def _record(self, row: tuple[Any, ...]) -> FileRecord:
+        """A file from a row selected as FILE_COLUMNS, its document named as the project does."""
+        file_id, document_id, *rest = row
+        return FileRecord(file_id, client_id(document_id, self.project), *rest)
+
+    def _client_id(self, document_id: str | None) -> str | None:
+        return None if document_id is None else client_id(document_id, self.project)
 
 
 def _leave(connection: Any, document_id: str, owned: int) -> str | None:

@@ -1,24 +1,29 @@
 """Vector stores (named sets of uploaded files), their files and file batches, in SQLite.
 
 Every change is one transaction: a store created with files, or a batch of files, is stored
-whole or not at all (an unknown file id leaves nothing behind).
+whole or not at all (an unknown file id leaves nothing behind). The statements they are made of
+are `retriever.objects.vector_store_queries`.
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from retriever.db.sqlite import ObjectDatabase
-from retriever.library.records import DEFAULT_PROJECT
+from retriever.library.records import DEFAULT_PROJECT, metadata_json
 from retriever.objects.cursor_pages import ListSource, PageRequest, select_page
+from retriever.objects.vector_store_queries import (
+    OWN_STORE,
+    Attachment,
+    attach_files,
+    select_batch,
+    select_store,
+    select_store_file,
+)
 from retriever.objects.vector_store_records import (
-    BATCH_COLUMNS,
     STORE_COLUMNS,
     STORE_FILE_COLUMNS,
     STORE_FILE_STATUS,
@@ -26,39 +31,16 @@ from retriever.objects.vector_store_records import (
     BatchRecord,
     StoreFileRecord,
     VectorStoreRecord,
-    batch_from_row,
     in_marks,
     store_file_from_row,
     store_from_row,
 )
 
 _STORES = ListSource("vector_stores s", "s.seq", "s.id", "s.project = ?")
-OWN_STORE = "v.vector_store_id IN (SELECT id FROM vector_stores WHERE project = ?)"
-"""Rows of `vector_store_files v` whose store is the project's (one `?`: the project)."""
-
-
-@dataclass(frozen=True)
-class Attachment:
-    file_id: str
-    attributes: dict[str, Any]
-
-
-class UnknownFiles(LookupError):
-    def __init__(self, file_ids: list[str]) -> None:
-        super().__init__(f"No such file: {', '.join(repr(i) for i in file_ids)}.")
-        self.file_ids = file_ids
-
-
-class UnknownVectorStore(LookupError):
-    pass
 
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:24]}"
-
-
-def _json(value: dict[str, Any]) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
 class VectorStoreDB:
@@ -86,19 +68,19 @@ class VectorStoreDB:
                     store_id,
                     name,
                     description,
-                    _json(metadata),
+                    metadata_json(metadata),
                     expires_after_days,
                     now,
                     now,
                     self.project,
                 ),
             )
-            _attach(connection, store_id, attachments, None, self.project)
-            return _store(connection, store_id, self.project)
+            attach_files(connection, store_id, attachments, None, self.project)
+            return select_store(connection, store_id, self.project)
 
     def get(self, store_id: str) -> VectorStoreRecord | None:
         with self.database.reading() as connection:
-            return _store(connection, store_id, self.project, required=False)
+            return select_store(connection, store_id, self.project, required=False)
 
     def page(self, page: PageRequest) -> tuple[list[VectorStoreRecord], bool]:
         with self.database.reading() as connection:
@@ -107,16 +89,16 @@ class VectorStoreDB:
 
     def update(self, store_id: str, changes: dict[str, Any]) -> VectorStoreRecord | None:
         """Set ``name``, ``metadata`` and/or ``expires_after_days`` (None removes the expiry)."""
-        values = {key: _json(v) if key == "metadata" else v for key, v in changes.items()}
+        values = {key: metadata_json(v) if key == "metadata" else v for key, v in changes.items()}
         with self.database.transaction() as connection:
-            if _store(connection, store_id, self.project, required=False) is None:
+            if select_store(connection, store_id, self.project, required=False) is None:
                 return None
             for column, value in values.items():
                 assert column in ("name", "metadata", "expires_after_days"), column
                 connection.execute(
                     f"UPDATE vector_stores SET {column} = ? WHERE id = ?", (value, store_id)
                 )
-            return _store(connection, store_id, self.project)
+            return select_store(connection, store_id, self.project)
 
     def delete(self, store_id: str) -> bool:
         with self.database.transaction() as connection:
@@ -136,29 +118,32 @@ class VectorStoreDB:
     def attach(self, store_id: str, attachments: Sequence[Attachment]) -> list[StoreFileRecord]:
         """Attach files (again: their attributes are replaced); all or none."""
         with self.database.transaction() as connection:
-            _store(connection, store_id, self.project)
-            _attach(connection, store_id, attachments, None, self.project)
-            return [_store_file(connection, store_id, a.file_id, self.project) for a in attachments]
+            select_store(connection, store_id, self.project)
+            attach_files(connection, store_id, attachments, None, self.project)
+            return [
+                select_store_file(connection, store_id, a.file_id, self.project)
+                for a in attachments
+            ]
 
     def create_batch(self, store_id: str, attachments: Sequence[Attachment]) -> BatchRecord:
         batch_id = _new_id("vsfb")
         with self.database.transaction() as connection:
-            _store(connection, store_id, self.project)
+            select_store(connection, store_id, self.project)
             connection.execute(
                 "INSERT INTO vector_store_file_batches (id, vector_store_id, created_at) "
                 "VALUES (?, ?, ?)",
                 (batch_id, store_id, int(time.time())),
             )
-            _attach(connection, store_id, attachments, batch_id, self.project)
-            return _batch(connection, store_id, batch_id, self.project)
+            attach_files(connection, store_id, attachments, batch_id, self.project)
+            return select_batch(connection, store_id, batch_id, self.project)
 
     def get_batch(self, store_id: str, batch_id: str) -> BatchRecord | None:
         with self.database.reading() as connection:
-            return _batch(connection, store_id, batch_id, self.project)
+            return select_batch(connection, store_id, batch_id, self.project)
 
     def get_file(self, store_id: str, file_id: str) -> StoreFileRecord | None:
         with self.database.reading() as connection:
-            return _store_file(connection, store_id, file_id, self.project)
+            return select_store_file(connection, store_id, file_id, self.project)
 
     def page_files(
         self,
@@ -184,9 +169,9 @@ class VectorStoreDB:
             connection.execute(
                 "UPDATE vector_store_files AS v SET attributes = ? "
                 f"WHERE v.vector_store_id = ? AND v.file_id = ? AND {OWN_STORE}",
-                (_json(attributes), store_id, file_id, self.project),
+                (metadata_json(attributes), store_id, file_id, self.project),
             )
-            return _store_file(connection, store_id, file_id, self.project)
+            return select_store_file(connection, store_id, file_id, self.project)
 
     def detach(self, store_id: str, file_id: str) -> bool:
         with self.database.transaction() as connection:
@@ -207,67 +192,3 @@ class VectorStoreDB:
                 (*store_ids, self.project),
             ).fetchall()
         return [store_file_from_row(row) for row in rows]
-
-
-def _store(
-    connection: sqlite3.Connection, store_id: str, project: str, required: bool = True
-) -> VectorStoreRecord | None:
-    row = connection.execute(
-        f"SELECT {STORE_COLUMNS} FROM vector_stores s WHERE s.id = ? AND s.project = ?",
-        (store_id, project),
-    ).fetchone()
-    if row is None and required:
-        raise UnknownVectorStore(store_id)
-    return None if row is None else store_from_row(row)
-
-
-def _store_file(
-    connection: sqlite3.Connection, store_id: str, file_id: str, project: str
-) -> StoreFileRecord | None:
-    row = connection.execute(
-        f"SELECT {STORE_FILE_COLUMNS} FROM {STORE_FILES} "
-        f"WHERE v.vector_store_id = ? AND v.file_id = ? AND {OWN_STORE}",
-        (store_id, file_id, project),
-    ).fetchone()
-    return None if row is None else store_file_from_row(row)
-
-
-def _batch(
-    connection: sqlite3.Connection, store_id: str, batch_id: str, project: str
-) -> BatchRecord | None:
-    row = connection.execute(
-        f"SELECT {BATCH_COLUMNS} FROM vector_store_file_batches b "
-        "WHERE b.id = ? AND b.vector_store_id = ? "
-        "AND b.vector_store_id IN (SELECT id FROM vector_stores WHERE project = ?)",
-        (batch_id, store_id, project),
-    ).fetchone()
-    return None if row is None else batch_from_row(row)
-
-
-def _attach(
-    connection: sqlite3.Connection,
-    store_id: str,
-    attachments: Sequence[Attachment],
-    batch_id: str | None,
-    project: str,
-) -> None:
-    """Attach the project's files; another project's file id is as unknown as a made-up one."""
-    file_ids = [attachment.file_id for attachment in attachments]
-    known = {
-        row[0]
-        for row in connection.execute(
-            f"SELECT id FROM files WHERE id IN ({in_marks(file_ids)}) AND project = ?",
-            (*file_ids, project),
-        )
-    }
-    unknown = [file_id for file_id in dict.fromkeys(file_ids) if file_id not in known]
-    if unknown:
-        raise UnknownFiles(unknown)
-    now = int(time.time())
-    connection.executemany(
-        "INSERT INTO vector_store_files (vector_store_id, file_id, batch_id, attributes, "
-        "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (vector_store_id, file_id) DO UPDATE "
-        "SET attributes = excluded.attributes, "
-        "batch_id = COALESCE(excluded.batch_id, vector_store_files.batch_id)",
-        [(store_id, a.file_id, batch_id, _json(a.attributes), now) for a in attachments],
-    )

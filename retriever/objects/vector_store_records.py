@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from retriever.library.document_ids import client_id
 from retriever.library.records import DocumentStatus
 
 DAY_SECONDS = 86_400
@@ -22,7 +23,7 @@ STORE_FILES = (
 STORE_FILE_STATUS = "(CASE WHEN d.status = 'pending' THEN 'in_progress' ELSE 'completed' END)"
 STORE_FILE_COLUMNS = (
     "v.file_id, v.vector_store_id, f.filename, v.attributes, v.created_at, f.bytes, "
-    "f.document_id, d.status, d.num_chunks, d.content_hash"
+    "f.document_id, d.status, d.num_chunks, d.content_hash, d.project"
 )
 
 
@@ -124,7 +125,10 @@ def store_from_row(row: tuple[Any, ...]) -> VectorStoreRecord:
 
 
 def store_file_from_row(row: tuple[Any, ...]) -> StoreFileRecord:
-    file_id, store_id, filename, attributes, created, used, document_id, status, chunks, key = row
+    """A store's file from a row selected as STORE_FILE_COLUMNS, its document named as its project
+    does (`retriever.library.document_ids`)."""
+    file_id, store_id, filename, attributes, created, used, document_id, *document = row
+    status, chunks, key, project = document
     return StoreFileRecord(
         file_id,
         store_id,
@@ -132,7 +136,7 @@ def store_file_from_row(row: tuple[Any, ...]) -> StoreFileRecord:
         json.loads(attributes),
         created,
         used,
-        document_id,
+        client_id(document_id, project),
         status,
         chunks,
         key,

@@ -1,15 +1,17 @@
-"""One real gateway with the real engine on SmolLM2, started once for the whole session."""
+"""Real gateways with the real engine on SmolLM2, each started once for the whole session: one
+server alone, and a pair of replicas on one PostgreSQL library and one Redis chunk-KV tier."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -128,3 +130,39 @@ def tokenizer(server: Server) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(server.models_dir / server.model)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    from load_tests.postgres_launcher import running_postgres
+
+    with running_postgres() as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from tests.redis_server import running_redis
+
+    with running_redis(tmp_path_factory.mktemp("redis"), maxmemory="512mb") as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def replicas(
+    tmp_path_factory: pytest.TempPathFactory, postgres: Any, redis_server: Any
+) -> Iterator[tuple[Server, Server]]:
+    """Servers A and B: separate data dirs (neither sees the other's disk tier), one library in
+    PostgreSQL, one Redis tier and its secret (`test_shared_library.py`, `test_redis_tier.py`).
+    Library chunks are precomputed behind the fixed prefix: a neighbour context's refreshes would
+    be precomputes too, and the library tests count new chunks'."""
+    shared = {
+        "RAGBLEND_DATABASE_URL": postgres.url,
+        "RAGBLEND_CHUNK_CONTEXT": "passages",
+        "RAGBLEND_CHUNK_CACHE_REDIS_URL": redis_server.url,
+        "RAGBLEND_CHUNK_CACHE_SECRET": secrets.token_hex(32),
+    }
+    with ExitStack() as stack:
+        first = stack.enter_context(running_server(tmp_path_factory.mktemp("a"), shared))
+        second = stack.enter_context(running_server(tmp_path_factory.mktemp("b"), shared))
+        yield first, second

@@ -19,6 +19,7 @@ import torch
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.mac import EntryMac
 from engine.kvstore.secret import load_or_create_secret
+from engine.platform import resolve_dtype
 from gateway.cli.selfcheck import FILLER, capital_document
 from tests.integration.conftest import REPO, TEST_MODEL, Server, running_server
 
@@ -116,8 +117,11 @@ def _engine_core_pids(pid: int) -> list[int]:
     return [child for child in children if "EngineCor" in Path(f"/proc/{child}/comm").read_text()]
 
 
-ENTRY_BYTES_BUDGET = 5_000_000
-"""Disk tier of the own server: two of the documents below (~2.2 MB of SmolLM2 KV each)."""
+KV_ELEMENT_BYTES = 4 if resolve_dtype("auto", "cpu") == "float32" else 2
+ENTRY_BYTES_BUDGET = 3_400_000 * KV_ELEMENT_BYTES
+"""Disk tier of the own server, which stores raw KV: two of the documents below and not three
+(117 tokens, 1.35 MB of SmolLM2 KV per byte of element each: 2.7 MB in bf16, 5.4 MB in float32,
+the dtype `auto` takes on a CPU without bf16)."""
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +129,7 @@ def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server of this module's own, with a chunk store that holds two documents' KV."""
     settings = {
         "RAGBLEND_CHUNK_CACHE_DISK_GIB": str(ENTRY_BYTES_BUDGET / (1 << 30)),
+        "RAGBLEND_CHUNK_CACHE_FORMAT": "raw",  # sizes known in advance
         # Behind the fixed prefix: a neighbour context's refreshes would store entries again and
         # change which document's KV the store evicts first.
         "RAGBLEND_CHUNK_CONTEXT": "passages",
@@ -169,9 +174,12 @@ def test_a_document_whose_chunk_kv_was_evicted_is_no_longer_cached(own_server: S
             assert client.post("/v1/documents", json={"documents": [document]}).is_success
             _wait_for_status(client, place.lower(), "cached")
         # Camelot's KV pushed Avalon's out of the store; the next request reports it.
-        assert _ask_library(client, own_server, "What is the capital of Camelot?")["blend"][
-            "chunks_hit"
-        ] == 1
+        assert (
+            _ask_library(client, own_server, "What is the capital of Camelot?")["blend"][
+                "chunks_hit"
+            ]
+            == 1
+        )
         _wait_for_status(client, "avalon", "indexed")
         assert _status(client, "camelot") == "cached"
         # A question that needs Avalon computes and stores its chunk again.

@@ -27,6 +27,7 @@ def test_every_route_with_another_projects_ids_leaks_nothing(server: Server) -> 
         owned = project_probes.make_objects(alpha)
         project_probes.assert_nothing_leaks(beta, owned, server.model)
         project_probes.assert_still_owned(alpha, owned)
+        project_probes.assert_ids_are_per_project(alpha, beta, owned)
 
 
 def _chat(http: httpx.Client, model: str, **fields: Any) -> dict[str, Any]:

@@ -1,22 +1,21 @@
 """Two servers sharing one real Redis: chunks cross over, a Redis crash costs only misses.
 
-Servers A and B run SmolLM2 with separate data dirs (so neither can see the other's disk tier),
-the same Redis and the same `RAGBLEND_CHUNK_CACHE_SECRET`. Their memory tiers are too small to
-hold a chunk, so every hit is read from disk or Redis. A server given the Redis without that
-secret refuses to start (each would sign with its own and refuse the others' chunks). Projects
-alpha and beta have keys too: chunk KV is salted per project in Redis as everywhere else.
+Servers A and B are the session's replica pair (`replicas` in conftest): separate data dirs (so
+neither can see the other's disk tier), the same Redis and the same `RAGBLEND_CHUNK_CACHE_SECRET`,
+and one PostgreSQL library, which `test_shared_library.py` tests on the same pair. Their memory
+tiers are too small to hold a chunk, so every hit is read from disk or Redis. A server given the
+Redis without that secret refuses to start (each would sign with its own and refuse the others'
+chunks). Projects alpha and beta have keys too: chunk KV is salted per project in Redis as
+everywhere else.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -24,41 +23,20 @@ import pytest
 
 from gateway.cli.selfcheck import CAPITALS, EXACT_DIVERGENCE, capital_document, divergence
 from gateway.cli.selfcheck import first_token_distribution as first_token
-from tests.integration.capital_questions import answer_text, ask_capital
+from tests.integration.capital_questions import ask_capital, first_sentence
 from tests.integration.conftest import (
     REPO,
     TEST_MODEL,
     Server,
     as_project,
-    running_server,
 )
-from tests.redis_server import RedisServer, running_redis
+from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 
 DOCUMENTS = [capital_document(country, city) for country, city in CAPITALS.items()]
 WRITE_WAIT_SECONDS = 30
 RECOVERY_SECONDS = 240
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    with running_redis(tmp_path_factory.mktemp("redis"), maxmemory="256mb") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def servers(
-    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer
-) -> Iterator[tuple[Server, Server]]:
-    shared = {
-        "RAGBLEND_CHUNK_CACHE_REDIS_URL": redis_server.url,
-        "RAGBLEND_CHUNK_CACHE_SECRET": secrets.token_hex(32),
-    }
-    with ExitStack() as stack:
-        first = stack.enter_context(running_server(tmp_path_factory.mktemp("a"), shared))
-        second = stack.enter_context(running_server(tmp_path_factory.mktemp("b"), shared))
-        yield first, second
 
 
 def test_a_server_given_redis_without_a_shared_secret_refuses_to_start(
@@ -111,9 +89,9 @@ def fresh_documents(tag: str) -> list[str]:
 
 
 def test_a_chunk_computed_by_one_server_is_a_hit_on_the_other(
-    servers: tuple[Server, Server], redis_server: RedisServer
+    replicas: tuple[Server, Server], redis_server: RedisServer
 ) -> None:
-    first, second = servers
+    first, second = replicas
     before = stored_entries(redis_server)
     computed = ask(first, DOCUMENTS)
     assert computed["blend"]["chunks_missed"] == len(DOCUMENTS)
@@ -123,15 +101,15 @@ def test_a_chunk_computed_by_one_server_is_a_hit_on_the_other(
     assert shared["blend"]["chunks_hit"] == len(DOCUMENTS)
     assert shared["blend"]["rejected_chunks"] == 0 and not shared["blend"]["fell_back"]
     full = ask(second, DOCUMENTS, mode="full")
-    assert answer_text(shared) == answer_text(full)
+    assert first_sentence(shared) == first_sentence(full)
     assert divergence(first_token(full), first_token(shared)) < EXACT_DIVERGENCE
     assert ask(second, DOCUMENTS)["blend"]["chunks_hit"] == len(DOCUMENTS)  # from B's disk now
 
 
 def test_a_chunk_alpha_cached_on_one_server_is_a_miss_for_beta_on_the_other(
-    servers: tuple[Server, Server], redis_server: RedisServer
+    replicas: tuple[Server, Server], redis_server: RedisServer
 ) -> None:
-    first, second = servers
+    first, second = replicas
     documents = fresh_documents("alpha's")
     before = stored_entries(redis_server)
     assert ask(as_project(first, "alpha"), documents)["blend"]["chunks_missed"] == len(documents)
@@ -143,18 +121,19 @@ def test_a_chunk_alpha_cached_on_one_server_is_a_miss_for_beta_on_the_other(
 
 
 def test_redis_killed_in_a_burst_costs_no_error_and_hits_return_after_a_restart(
-    servers: tuple[Server, Server], redis_server: RedisServer
+    replicas: tuple[Server, Server], redis_server: RedisServer
 ) -> None:
     burst = [fresh_documents(f"burst {index}") for index in range(6)] + [DOCUMENTS] * 6
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = [
-            pool.submit(ask, servers[index % 2], documents) for index, documents in enumerate(burst)
+            pool.submit(ask, replicas[index % 2], documents)
+            for index, documents in enumerate(burst)
         ]
         for done, future in enumerate(as_completed(futures)):
             if done == 2:
                 redis_server.kill()
             future.result()  # ask() asserts a 200
-    assert ask(servers[1], fresh_documents("while down"))["blend"]["chunks_missed"] == 3
+    assert ask(replicas[1], fresh_documents("while down"))["blend"]["chunks_missed"] == 3
 
     redis_server.start()  # empty: it lost everything
     deadline = time.monotonic() + RECOVERY_SECONDS
@@ -162,9 +141,9 @@ def test_redis_killed_in_a_burst_costs_no_error_and_hits_return_after_a_restart(
     while True:
         documents = fresh_documents(f"after restart {attempt}")
         before = stored_entries(redis_server)
-        ask(servers[0], documents)  # computed by A, written to Redis once A retries it
+        ask(replicas[0], documents)  # computed by A, written to Redis once A retries it
         if wait_for_entries(redis_server, before + len(documents)):
-            reply = ask(servers[1], documents)
+            reply = ask(replicas[1], documents)
             if reply["blend"]["chunks_missed"] == 0:
                 break
         assert time.monotonic() < deadline, "Redis never served a chunk again after its restart"

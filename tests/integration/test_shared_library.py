@@ -1,27 +1,26 @@
 """Two replicas on one PostgreSQL library (issue 14): what one replica is told, the other knows.
 
-Servers A and B run SmolLM2 with separate data dirs and the same `RAGBLEND_DATABASE_URL`, a
-throwaway cluster from load_tests/postgres_launcher.py. "Retrievable on B" means B's own in-memory
-index finds the document: a `retrieval` request limited to that document (`document_ids`) cites
-it only once B's index holds its chunks. Projects alpha and beta have keys too: what alpha makes on
-A is alpha's alone on B. The outage test stops PostgreSQL while a large ingest is in flight and
-runs last.
+Servers A and B are the session's replica pair (`replicas` in conftest): separate data dirs and the
+same `RAGBLEND_DATABASE_URL`, a throwaway cluster from load_tests/postgres_launcher.py, and the
+same Redis chunk-KV tier, which `test_redis_tier.py` tests on the same pair. "Retrievable on B"
+means B's own in-memory index finds the document: a `retrieval` request limited to that document
+(`document_ids`) cites it only once B's index holds its chunks. Projects alpha and beta have keys
+too: what alpha makes on A is alpha's alone on B. The outage test stops PostgreSQL while a large
+ingest is in flight and runs last.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from load_tests.postgres_launcher import PostgresServer, running_postgres
-from tests.integration.conftest import Server, as_project, running_server
+from load_tests.postgres_launcher import PostgresServer
+from tests.integration.conftest import Server, as_project
 from tests.unit import project_probes
 
 pytestmark = pytest.mark.integration
@@ -30,28 +29,6 @@ FOLLOW_GUARD_SECONDS = 30.0
 """Hang guard for a change to reach the other replica (the issue's bound, 2 s, is measured by
 load_tests/bench_replicas.py, not asserted on a shared test machine)."""
 PRECOMPUTE_SECONDS = 300.0
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    with running_postgres() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def replicas(
-    tmp_path_factory: pytest.TempPathFactory, postgres: PostgresServer
-) -> Iterator[tuple[Server, Server]]:
-    # Chunks behind the fixed prefix: a neighbour context's refreshes would be precomputes too,
-    # and the count below is of new chunks.
-    shared = {
-        "RAGBLEND_DATABASE_URL": postgres.url,
-        "RAGBLEND_CHUNK_CONTEXT": "passages",
-    }
-    with ExitStack() as stack:
-        first = stack.enter_context(running_server(tmp_path_factory.mktemp("a"), shared))
-        second = stack.enter_context(running_server(tmp_path_factory.mktemp("b"), shared))
-        yield first, second
 
 
 def document(tag: str, sentences: int = 3) -> dict[str, str]:
@@ -170,8 +147,9 @@ def test_what_alpha_made_on_a_is_alphas_alone_on_b(replicas: tuple[Server, Serve
     assert status_of(beta_b, owned.document_id) is None
     with beta_b.client() as beta:
         project_probes.assert_nothing_leaks(beta, owned, second.model)
-    with alpha_b.client() as alpha:
+    with alpha_b.client() as alpha, beta_b.client() as beta:
         project_probes.assert_still_owned(alpha, owned)
+        project_probes.assert_ids_are_per_project(alpha, beta, owned)
     assert owned.document_id not in library_ids(second)  # nor is it the default project's
 
 

@@ -61,9 +61,10 @@ def test_sigterm_ends_open_requests_at_the_deadline(
 
         thread = threading.Thread(target=non_streamed)
         thread.start()
-        with server.client() as client, client.stream(
-            "POST", "/v1/completions", json=_long_request(server, True)
-        ) as reply:
+        with (
+            server.client() as client,
+            client.stream("POST", "/v1/completions", json=_long_request(server, True)) as reply,
+        ):
             assert reply.status_code == 200
             lines = reply.iter_lines()
             first = next(line for line in lines if line)

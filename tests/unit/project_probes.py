@@ -116,3 +116,25 @@ def assert_still_owned(owner: httpx.Client, owned: Owned) -> None:
     assert owner.get(f"/v1/documents/{owned.document_id}").status_code == 200
     found = owner.post(f"/v1/vector_stores/{owned.store_id}/search", json={"query": QUERY})
     assert "F-2291" in found.json()["data"][0]["content"][0]["text"]
+
+
+OTHER_TEXT = "Lighthouse lamp L-9 is cleaned at dawn when the fog lifts over the bay."
+
+
+def assert_ids_are_per_project(owner: httpx.Client, other: httpx.Client, owned: Owned) -> None:
+    """`other` ingests a document under `owned`'s document id: it is `other`'s own (created,
+    read back, a second text under that id is a 409), and deleting it leaves `owned`'s."""
+    path = f"/v1/documents/{owned.document_id}"
+    for text, status in ((OTHER_TEXT, 200), (OTHER_TEXT, 200), (f"{OTHER_TEXT} Again.", 409)):
+        body = {"documents": [{"id": owned.document_id, "text": text}]}
+        reply = other.post("/v1/documents", json=body)
+        assert reply.status_code == status, reply.text
+    assert reply.json()["error"]["param"] == "documents"
+    assert owned.document_id in [row["id"] for row in other.get("/v1/documents").json()["data"]]
+    for client, text in ((owner, DOCUMENT_TEXT), (other, OTHER_TEXT)):
+        document = client.get(path).json()
+        assert (document["id"], document["num_chars"]) == (owned.document_id, len(text))
+    reply = other.delete(path)
+    assert reply.json() == {"id": owned.document_id, "object": "document", "deleted": True}
+    assert_not_found(other.get(path))
+    assert owner.get(path).json()["num_chars"] == len(DOCUMENT_TEXT)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from retriever.library.documents import NewDocument
+from retriever.library.drafts import DocumentConflict
 from retriever.library.facade import Library
 from retriever.objects.cursor_pages import PageRequest, UnknownCursor
 from retriever.objects.rag_objects import RagObjects
 from retriever.objects.response_store import StoredResponse as StoredResponse
-from retriever.objects.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore
+from retriever.objects.vector_store_queries import Attachment, UnknownFiles, UnknownVectorStore
 from retriever.search.ranking import Ranking
 
 SECRET = NewDocument("pump", "The sea pump shows fault F-2291 when its valve sticks in the sea.")
@@ -104,3 +105,40 @@ def stored_sizes_are_counted_per_project(library: Library, objects: RagObjects) 
     assert stored["a"]["document_chars"] == len(text)
     assert (stored["a"]["document_bytes"], stored["a"]["file_bytes"]) == (len(text.encode()), 1)
     assert (stored["b"]["document_bytes"], stored["b"]["files"]) == (len(SECRET.text), 0)
+
+
+def document_ids_are_per_project(library: Library, objects: RagObjects) -> None:
+    """Projects `a`, `b` and `default` each hold a document `doc-x` of their own: each ingests,
+    gets, lists, searches (every ranking) and files it under the id it gave; the same id again
+    with other text is still a conflict within the project; deleting `b`'s leaves the others."""
+    texts = {"a": SECRET.text, "b": SAME_TEXT.text, "default": "Tide tables list the harbour."}
+    for project, text in texts.items():
+        [result] = library.ingest([NewDocument("doc-x", text)], project=project)
+        assert (result.id, result.created) == ("doc-x", True), project
+        [again] = library.ingest([NewDocument("doc-x", text)], project=project)
+        assert (again.id, again.created) == ("doc-x", False), project
+        with pytest.raises(DocumentConflict):
+            library.ingest([NewDocument("doc-x", f"{text} Changed.")], project=project)
+    for project, text in texts.items():
+        document = library.get("doc-x", project)
+        assert (document.id, document.num_chars) == ("doc-x", len(text)), project
+        rows, total = library.list(project=project)
+        assert ([row.id for row in rows], total) == (["doc-x"], 1), project
+        for ranking in RANKINGS:
+            hits = library.search(text, 3, document_ids=["doc-x"], ranking=ranking, project=project)
+            assert [(hit.document_id, hit.text) for hit in hits] == [("doc-x", text)], project
+    a, b = objects.in_project("a"), objects.in_project("b")
+    assert a.files.add("file-a", "doc-x", True, "a.txt", "assistants", b"a").document_id == "doc-x"
+    b.files.add("file-b", "doc-x", True, "b.txt", "assistants", b"b")
+    store = a.vector_stores.create("docs", None, {}, None, [Attachment("file-a", {})])
+    assert a.files.get("file-a").document_id == "doc-x"
+    assert [f.document_id for f in a.vector_stores.searchable_files([store.id])] == ["doc-x"]
+    assert b.files.delete("file-b") == (True, "doc-x")  # its upload made the document: drop it
+    removed = library.delete("doc-x", project="b")
+    assert removed and {row.document_id for row in removed} == {"doc-x"}
+    assert library.get("doc-x", "b") is None and library.delete("doc-x", "b") is None
+    assert library.search(SAME_TEXT.text, 3, project="b") == []
+    assert library.get("doc-x", "a").num_chars == len(texts["a"])
+    assert [hit.document_id for hit in library.search(SECRET.text, 3, project="a")] == ["doc-x"]
+    assert library.get("doc-x").num_chars == len(texts["default"])
+    assert a.vector_stores.get_file(store.id, "file-a").document_id == "doc-x"

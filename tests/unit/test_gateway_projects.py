@@ -129,3 +129,26 @@ def test_stored_bytes_count_document_text_and_files_of_the_configured_projects(a
     assert f'ragblend_project_stored_bytes{{kind="files",project="alpha"}} {len(upload)}' in metrics
     assert 'ragblend_project_stored_bytes{kind="files",project="beta"} 0' in metrics
     assert 'project="gone"' not in metrics
+
+
+def test_two_projects_hold_the_same_document_id_and_see_only_the_ids_they_gave(app):
+    alpha, beta = as_key(app, "key-a"), as_key(app, "key-b")
+    owned = project_probes.make_objects(alpha)
+    project_probes.assert_ids_are_per_project(alpha, beta, owned)
+    theirs = project_probes.make_objects(beta, owned.document_id)  # beta's own `crane-manual`
+    state = app.state.ragblend
+    for client, made, project in ((alpha, owned, "alpha"), (beta, theirs, "beta")):
+        project_probes.assert_still_owned(client, made)
+        store = f"/v1/vector_stores/{made.store_id}"
+        attached = client.get(f"{store}/files").json()["data"]
+        file_ids = [attachment["ragblend"]["document_id"] for attachment in attached]
+        found = client.post(f"{store}/search", json={"query": project_probes.QUERY}).json()["data"]
+        listed = [row["id"] for row in client.get("/v1/documents").json()["data"]]
+        assert made.document_id in listed
+        messages = [{"role": "user", "content": project_probes.DOCUMENT_TEXT}]
+        retrieval = {"document_ids": [made.document_id]}
+        fields = ChatCompletionRequest(model="served", messages=messages, retrieval=retrieval)
+        chunks = asyncio.run(request_chunks(fields, project_probes.DOCUMENT_TEXT, state, project))
+        assert [source["document_id"] for source in chunks.sources] == [made.document_id]
+        assert found[0]["ragblend"]["document_id"] == file_ids[0]
+        assert not any("/" in doc_id for doc_id in [*file_ids, *listed]), (file_ids, listed)

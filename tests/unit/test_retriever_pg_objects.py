@@ -16,7 +16,7 @@ from retriever.library.records import DocumentDraft
 from retriever.objects.cursor_pages import PageRequest
 from retriever.objects.rag_objects import RagObjects
 from retriever.objects.response_store import StoredResponse
-from retriever.objects.vector_store_db import Attachment, UnknownFiles
+from retriever.objects.vector_store_queries import Attachment, UnknownFiles
 from tests.unit import pg_library_parts
 
 postgres = pg_library_parts.postgres

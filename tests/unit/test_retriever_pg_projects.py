@@ -1,6 +1,8 @@
 """Projects in the shared (PostgreSQL) library, on a real server: each sees only its own
-documents, chunks, files, vector stores and responses, from every replica, and a database written
-before projects is upgraded with all of it in `default`."""
+documents, chunks, files, vector stores and responses, from every replica, and names its
+documents in its own id space; a database written before projects is upgraded with all of it in
+`default`, and one written before ids per project with every document under the id its project
+gave."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from retriever.db.pg_schema import SCHEMA_VERSION
+from retriever.library.documents import NewDocument
 from retriever.library.facade import Library
 from retriever.objects.rag_objects import RagObjects
 from tests.unit import pg_library_parts, project_scenarios
@@ -74,6 +77,43 @@ def test_a_database_written_before_projects_is_upgraded_into_default(replicas, p
     assert upgraded.search("fault F-2291", 2, project="other") == []
     assert new_objects.responses.get("resp_1") is not None
     assert new_objects.in_project("other").responses.get("resp_1") is None
+    with postgres.connect() as connection:
+        version = connection.execute("SELECT max(version) FROM library_schema").fetchone()
+    assert version == (SCHEMA_VERSION,)
+
+
+def test_document_ids_are_per_project(replicas):
+    project_scenarios.document_ids_are_per_project(*replicas("a"))
+
+
+def test_a_database_written_before_ids_per_project_keeps_every_projects_ids(replicas, postgres):
+    """Version 4 stored every id as given: the upgrade renames another project's documents (their
+    chunks and files follow) and a replica that was following the log before keeps searching."""
+    old, objects = replicas("old")
+    old.ingest([project_scenarios.SECRET], project="a")
+    objects.in_project("a").files.add("file-a", "pump", True, "pump.txt", "assistants", b"x")
+    with postgres.connect() as connection:  # as schema version 4 left it: `a`'s ids unqualified
+        for table in ("chunks", "files"):
+            connection.execute(f"ALTER TABLE {table} DROP CONSTRAINT {table}_document_id_fkey")
+            connection.execute(f"UPDATE {table} SET document_id = 'pump'")
+        connection.execute("UPDATE documents SET id = 'pump'")
+        for table in ("chunks", "files"):
+            connection.execute(
+                f"ALTER TABLE {table} ADD CONSTRAINT {table}_document_id_fkey FOREIGN KEY "
+                "(document_id) REFERENCES documents (id) ON DELETE CASCADE"
+            )
+        connection.execute("DELETE FROM library_schema")
+        connection.execute("INSERT INTO library_schema VALUES (4)")
+    upgraded, new_objects = replicas("new")
+    for replica in (upgraded, old):
+        assert replica.get("pump", "a").project == "a"
+        found = replica.search("fault F-2291", 2, project="a")
+        assert [hit.document_id for hit in found] == ["pump"]
+        assert replica.get("pump") is None
+    assert new_objects.in_project("a").files.get("file-a").document_id == "pump"
+    [taken] = upgraded.ingest([NewDocument("pump", "Default's own pump manual.")])
+    assert (taken.id, taken.created) == ("pump", True)
+    assert upgraded.store.get_document("a/pump").project == "a"  # stored qualified
     with postgres.connect() as connection:
         version = connection.execute("SELECT max(version) FROM library_schema").fetchone()
     assert version == (SCHEMA_VERSION,)

@@ -1,6 +1,7 @@
 """Projects in the embedded (SQLite) library: each sees only its own documents, chunks, files,
-vector stores and responses, and a library written before projects opens with all of it in
-`default`."""
+vector stores and responses and names its documents in its own id space, a library written
+before projects opens with all of it in `default`, and one written before ids per project with
+every document under the id its project gave."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from retriever.db.sqlite_schema import _MIGRATIONS, _SCHEMA
+from retriever.library.documents import NewDocument
 from retriever.library.facade import STORE_FILE, Library
 from retriever.objects.cursor_pages import PageRequest
 from retriever.objects.rag_objects import RagObjects
@@ -81,3 +83,42 @@ def test_a_library_written_before_projects_opens_with_everything_in_default(tmp_
 
 def test_stored_sizes_are_counted_per_project(opened):
     project_scenarios.stored_sizes_are_counted_per_project(*opened)
+
+
+def test_document_ids_are_per_project(opened):
+    project_scenarios.document_ids_are_per_project(*opened)
+
+
+def test_a_library_written_before_ids_per_project_keeps_every_projects_ids(tmp_path):
+    """Schema version 6 stored every id as given: another project's documents, their chunks and
+    files are renamed inside the library, and still answer to the ids their project gave."""
+    path = tmp_path / "library" / STORE_FILE
+    library = Library(tmp_path / "library", CharTokenizer(), WordEmbedder(), chunk_tokens=400)
+    objects = RagObjects(path)
+    library.ingest([project_scenarios.SECRET], project="a")
+    library.ingest([project_scenarios.SAME_TEXT])
+    objects.in_project("a").files.add("file-a", "pump", True, "pump.txt", "assistants", b"x")
+    objects.close()
+    library.close()
+    legacy = sqlite3.connect(path)  # as schema version 6 left it: `a`'s ids unqualified
+    legacy.execute("PRAGMA foreign_keys = OFF")
+    for table, column in (("documents", "id"), ("chunks", "document_id"), ("files", "document_id")):
+        legacy.execute(f"UPDATE {table} SET {column} = 'pump' WHERE {column} = 'a/pump'")
+    legacy.execute("PRAGMA user_version = 6")
+    legacy.commit()
+    legacy.close()
+    library = Library(tmp_path / "library", CharTokenizer(), WordEmbedder(), chunk_tokens=400)
+    objects = RagObjects(path)
+    try:
+        assert library.get("pump", "a").project == "a"
+        assert [hit.document_id for hit in library.search("fault F-2291", 2, project="a")] == [
+            "pump"
+        ]
+        assert objects.in_project("a").files.get("file-a").document_id == "pump"
+        assert library.list()[1] == 1 and library.get("pump") is None
+        [taken] = library.ingest([NewDocument("pump", "Default's own pump manual.")])
+        assert (taken.id, taken.created) == ("pump", True)
+        assert library.store.get_document("a/pump").project == "a"  # stored qualified
+    finally:
+        objects.close()
+        library.close()

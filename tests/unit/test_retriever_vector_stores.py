@@ -12,7 +12,7 @@ from retriever.library.document_store import DocumentStore
 from retriever.library.records import DocumentDraft
 from retriever.objects.cursor_pages import PageRequest
 from retriever.objects.rag_objects import RagObjects
-from retriever.objects.vector_store_db import Attachment, UnknownFiles, UnknownVectorStore
+from retriever.objects.vector_store_queries import Attachment, UnknownFiles, UnknownVectorStore
 
 
 @pytest.fixture

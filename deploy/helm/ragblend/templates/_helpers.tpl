@@ -149,12 +149,6 @@ checking every key: upper case, no prefix, not one the chart sets. */}}
 {{- fail (printf "%d replicas need %s. Add what is missing, or run 1 replica." $replicas (join "; and " $missing)) }}
 {{- end }}
 {{- end }}
-{{- if and (gt $replicas 1) (include "ragblend.persistentDataDir" .) }}
-{{- fail "persistence.enabled keeps one replica's SQLite library: it cannot serve more than 1 replica" }}
-{{- end }}
-{{- if not (has .Values.spreadAcrossNodes (list "soft" "hard" "none")) }}
-{{- fail (printf "spreadAcrossNodes must be soft, hard or none, not %v" .Values.spreadAcrossNodes) }}
-{{- end }}
 {{- if and .Values.autoscaling.enabled (lt (.Values.autoscaling.maxReplicas | int) (.Values.autoscaling.minReplicas | int)) }}
 {{- fail "autoscaling.maxReplicas is below autoscaling.minReplicas" }}
 {{- end }}

@@ -1,0 +1,87 @@
+"""Settings of the model the engine serves and how vLLM runs it (part of ``Settings``).
+
+Which model, under which name, where its converted weights and everything else persisted live
+(``data_dir``), and the vLLM engine's own knobs: device, context length, memory, dtype, batching,
+tensor parallelism and the tool parser.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class EngineSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RAGBLEND_", extra="ignore")
+
+    model: str = Field(
+        "qwen2.5-coder-0.5b-instruct",
+        description="Model to serve: a known model name or a local Hugging Face model directory.",
+    )
+    served_model_name: str | None = Field(
+        None, description="Name clients use in `model`; defaults to the model name."
+    )
+    data_dir: Path = Field(
+        Path("data"), description="Root of everything persisted: models, vLLM cache, documents."
+    )
+    models_dir: Path = Field(
+        Path(),
+        description="Where converted models are cached; defaults to `<data_dir>/models`.",
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="Where the engine runs; `auto` picks CUDA when a GPU is visible."
+    )
+    max_model_len: int = Field(
+        8192, ge=256, description="Longest prompt plus completion, in tokens."
+    )
+    kv_cache_gib: float = Field(
+        4.0, gt=0, description="CPU only: memory for vLLM's paged KV cache, in GiB."
+    )
+    gpu_memory_utilization: float = Field(
+        0.85, gt=0, le=1, description="CUDA only: share of GPU memory vLLM may use."
+    )
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto",
+        description="Weights and activations dtype. `auto`: bfloat16 where the hardware "
+        "multiplies it (CUDA GPUs that support it, else float16; CPUs with AVX512-BF16, AMX "
+        "or Arm BF16), float32 on other CPUs, where bf16 is emulated and about 5x slower.",
+    )
+    enable_prefix_caching: bool = Field(True, description="vLLM's own exact-prefix KV reuse.")
+    max_num_seqs: int = Field(16, ge=1, description="Sequences the engine batches at once.")
+    tensor_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="Processes (CPU) or GPUs that split the model; must divide its heads.",
+    )
+    tool_parser: str = Field(
+        "auto",
+        description="vLLM tool parser that reads tool calls from answers (`tool_choice` "
+        "`auto`), e.g. `hermes`, `llama3_json`, `mistral`; `auto` picks the served model's "
+        "(hermes for the catalog models).",
+    )
+
+    @field_validator("tool_parser")
+    @classmethod
+    def _tool_parser_known(cls, value: str) -> str:
+        if value == "auto":
+            return value
+        from vllm.tool_parsers import ToolParserManager  # slow to import: only when named
+
+        known = ToolParserManager.list_registered()
+        if value not in known:
+            raise ValueError(f"must be 'auto' or one of vLLM's tool parsers: {', '.join(known)}")
+        return value
+
+    @model_validator(mode="after")
+    def _default_models_dir(self) -> EngineSettings:
+        if self.models_dir == Path():
+            self.models_dir = self.data_dir / "models"
+        return self
+
+    @cached_property
+    def name_for_clients(self) -> str:
+        return self.served_model_name or Path(self.model).name

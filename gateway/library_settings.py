@@ -1,0 +1,74 @@
+"""Settings of the document library (part of ``Settings``): when and how requests retrieve from
+it, how documents are chunked, indexed, embedded and stored, and the bounds on what an ingest
+request may send."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class LibrarySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RAGBLEND_", extra="ignore")
+
+    retrieval_by_default: bool = Field(
+        False,
+        description="Retrieve from ingested documents when a request sends neither "
+        "`documents` nor `retrieval`.",
+    )
+    retrieval_top_k: int = Field(
+        6, ge=1, le=64, description="Chunks retrieved when a request does not say (`top_k`)."
+    )
+    retrieval_ranking: Literal["dense", "hybrid"] = Field(
+        "dense",
+        description="How searches rank chunks when a request does not say: by embedding "
+        "similarity, or that fused with keyword (full-text) matches by reciprocal rank.",
+    )
+    hybrid_embedding_weight: float = Field(
+        1.0, ge=0, description="Weight of the embedding ranking in `hybrid` ranking."
+    )
+    hybrid_text_weight: float = Field(
+        1.0, gt=0, description="Weight of the keyword ranking in `hybrid` ranking."
+    )
+    chunk_tokens: int = Field(
+        384, ge=64, le=2048, description="Largest ingested chunk, in the served model's tokens."
+    )
+    index_kind: Literal["flat", "hnsw"] = Field(
+        "flat", description="FAISS index: exact inner product, or HNSW for large collections."
+    )
+    database_url: str | None = Field(
+        None,
+        pattern=r"^postgres(ql)?://",
+        description="PostgreSQL holding the document library shared by replicas "
+        "(`postgresql://user@host:5432/ragblend`); unset: a SQLite file under the data dir.",
+    )
+    embedding_model: Path | None = Field(
+        None, description="Local sentence-transformers model; default: bundled all-MiniLM-L6-v2."
+    )
+    max_document_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Largest document accepted for ingest (else 413)."
+    )
+    max_ingest_request_bytes: int = Field(
+        20 * 1024 * 1024,
+        ge=1,
+        description="Largest `POST /v1/documents` body, JSON or all uploaded files together, "
+        "and largest `POST /v1/files` upload (else 413, decided while reading).",
+    )
+    max_documents_per_request: int = Field(
+        256, ge=1, description="Most documents (JSON) or files (multipart) per ingest request."
+    )
+    extract_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds reading the text of one uploaded HTML or PDF file may take; the "
+        "extraction runs in a child process, killed after that (422).",
+    )
+    extract_max_expansion: float = Field(
+        10.0,
+        gt=0,
+        description="Text extracted from an upload may be at most this many times the file's "
+        "size, and at most `max_document_bytes` (else 413).",
+    )
