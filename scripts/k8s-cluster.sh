@@ -8,6 +8,7 @@
 # All cluster traffic stays inside those namespaces; nothing in the host's root namespace
 # changes (no interface, route or iptables rule there).
 #   bash scripts/k8s-cluster.sh build        # the binaries, cached by the source's checksum
+#   bash scripts/k8s-cluster.sh prepare      # build, and install the nodes' Debian packages
 #   bash scripts/k8s-cluster.sh start        # build if needed, start, wait for nodes Ready
 #   bash scripts/k8s-cluster.sh stop         # stop every process it started, by PID; clean up
 #   bash scripts/k8s-cluster.sh kill-node N  # SIGKILL every process of worker N (failover test)
@@ -386,11 +387,15 @@ nodes_ready() {
   [ "$ready" = "$workers" ]
 }
 
+runtime_packages() {
+  apt_install etcd-server containerd runc containernetworking-plugins iptables conntrack \
+    openssl curl
+}
+
 start() {
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces, cgroups, containerd)"
   [ ! -e "$run/pids" ] || die "a cluster is running (state in $run): stop it first"
-  apt_install etcd-server containerd runc containernetworking-plugins iptables conntrack \
-    openssl curl
+  runtime_packages
   local out begin i
   out="$(build)"
   bin="$out/bin"
@@ -491,6 +496,10 @@ stop() {
 
 case "${1:-}" in
   build) build ;;
+  prepare)
+    build >/dev/null
+    runtime_packages
+    ;;
   start) start ;;
   stop) stop ;;
   kill-node)

@@ -15,7 +15,9 @@
 # Prints the time of each phase and the figures. All traffic stays inside the cluster's
 # namespaces. Without a Docker engine (none answers and none can be started) it says SKIPPED
 # and exits 0, as docker-test.sh does.
-#   bash scripts/k8s-test.sh
+#   bash scripts/k8s-test.sh [--build-only]
+# --build-only: the images, their tars and the cluster's binaries, then stop (no cluster, no
+# test); `.ci/run` prepares this way while the test suite runs, so the test itself starts warm.
 # Knobs: RAGBLEND_DOCKER_CACHE (/var/cache/ragblend; images saved under <it>/k8s/images),
 # RAGBLEND_K8S_GRACE (16 s, the node grace period), RAGBLEND_K8S_TEST_PYTHON (.venv/bin/python),
 # RAGBLEND_HELM (default: scripts/install-k8s-tools.sh installs it next to that Python),
@@ -39,6 +41,8 @@ started_dockerd=""
 cluster_started=""
 loop_pid=""
 figures=()
+build_only=""
+[ "${1:-}" != "--build-only" ] || build_only=1
 
 say() { echo "k8s-test: $*" >&2; }
 skip() {
@@ -80,12 +84,18 @@ cleanup() {
   rm -rf "$work"
   echo "k8s-test: figures:" >&2
   printf '  %s\n' "${figures[@]}" >&2
-  [ "$status" = 0 ] && echo "k8s-test: PASSED" >&2 || echo "k8s-test: FAILED" >&2
+  if [ "$status" != 0 ]; then
+    echo "k8s-test: FAILED" >&2
+  elif [ -n "$build_only" ]; then
+    echo "k8s-test: built (images, their tars, the cluster's binaries)" >&2
+  else
+    echo "k8s-test: PASSED" >&2
+  fi
 }
 trap cleanup EXIT
 
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces, containerd)"
-[ -x "$python" ] || {
+[ -n "$build_only" ] || [ -x "$python" ] || {
   say "$python missing: run bash scripts/install.sh dev"
   exit 1
 }
@@ -166,6 +176,11 @@ phase "model image and docker save"
 if [ -n "$started_dockerd" ]; then # its memory is the cluster's now
   kill "$started_dockerd" && wait "$started_dockerd" 2>/dev/null || true
   started_dockerd=""
+fi
+if [ -n "$build_only" ]; then
+  "${cluster[@]}" prepare
+  phase "cluster binaries (cached by source checksum) and packages"
+  exit 0
 fi
 
 # --- tools and cluster ---------------------------------------------------------------------
