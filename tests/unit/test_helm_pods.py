@@ -117,3 +117,16 @@ def test_notes_say_how_to_reach_it() -> None:
     assert "port-forward service/demo-ragblend 8000:8000" in notes
     assert "clusterIP" in notes
     assert "no API keys" in notes
+
+
+def test_bundled_postgresql_owns_the_volume_it_runs_on() -> None:
+    """A new volume belongs to root: the init container that hands it to `postgres` must mount
+    the very volume (at the same path) that the database then initializes."""
+    for persistence in ("true", "false"):
+        docs = render(f"postgresql.persistence.enabled={persistence}")
+        statefulset = one(docs, "StatefulSet", "demo-ragblend-postgresql")
+        pod = statefulset["spec"]["template"]["spec"]
+        [owner] = pod["initContainers"]
+        [database] = pod["containers"]
+        assert owner["volumeMounts"] == database["volumeMounts"]
+        assert "chown postgres:postgres /var/lib/postgresql/data" in owner["command"][-1]
