@@ -172,13 +172,16 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
     """Requests one after another until the stop file appears, each either answered or failed."""
     client = sdk(args.url, args.api_key, timeout=args.request_timeout)
     model = model_of(client)
-    records: list[tuple[float, bool, str]] = []  # (when it ended, answered, error)
+    # (when it was sent, answered, error): a request sent before the dead pod left the endpoints
+    # may fail a whole timeout later, and still counts as sent inside the window
+    records: list[tuple[float, bool, str]] = []
     acknowledged: list[str] = []
     stop = Path(args.stop_file)
     started = time.time()
     with http_client(args.url, args.api_key, timeout=args.request_timeout) as http:
         while not stop.exists() and time.time() - started < args.max_seconds:
             index = len(records)
+            sent = time.time()
             try:
                 if args.ingest_every and index % args.ingest_every == args.ingest_every - 1:
                     document_id = f"k8s-loop-{uuid.uuid4().hex[:12]}"
@@ -191,9 +194,9 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
                         max_tokens=4,
                         temperature=0,
                     )
-                records.append((time.time(), True, ""))
+                records.append((sent, True, ""))
             except (OpenAIError, httpx.HTTPError, CheckFailure) as exc:
-                records.append((time.time(), False, f"{type(exc).__name__}: {str(exc)[:160]}"))
+                records.append((sent, False, f"{type(exc).__name__}: {str(exc)[:160]}"))
                 time.sleep(0.2)
     if args.ids_file:
         Path(args.ids_file).write_text("\n".join(acknowledged) + ("\n" if acknowledged else ""))

@@ -282,11 +282,13 @@ start_loop() { # loop arguments...
     --api-key "$api_key" --stop-file "$work/stop" --max-seconds 900 "$@" >"$work/loop.json" &
   loop_pid=$!
 }
-stop_loop() {
+stop_loop() { # sets loop_result (not run in $(...): a subshell cannot wait for the loop)
   touch "$work/stop"
-  wait "$loop_pid"
+  local status=0
+  wait "$loop_pid" || status=$?
   loop_pid=""
-  cat "$work/loop.json"
+  loop_result="$(cat "$work/loop.json")"
+  [ "$status" = 0 ] || { say "the request loop failed (exit status $status)"; exit 1; }
 }
 json() { "$python" -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$@"; }
 
@@ -298,7 +300,8 @@ if [[ "$skip_checks" != *,upgrade,* ]]; then
   helm upgrade "$release" deploy/helm/ragblend --reuse-values \
     --set settings.MAX_TOKENS_DEFAULT=200 --wait --timeout 20m >&2
   sleep 5
-  upgraded="$(stop_loop)"
+  stop_loop
+  upgraded="$loop_result"
   after="$(server_pods | awk '{print $1}' | sort | paste -sd' ')"
   say "loop during the upgrade: $upgraded (pods $before -> $after)"
   [ "$before" != "$after" ] || { say "helm upgrade did not roll the pods"; exit 1; }
@@ -330,7 +333,8 @@ if [[ "$skip_checks" != *,failover,* ]]; then
   done
   [ -n "$endpoint_gone" ] || { say "$victim_ip never left the endpoints"; exit 1; }
   sleep 20 # requests keep going on the surviving pod
-  failover="$(stop_loop)"
+  stop_loop
+  failover="$loop_result"
   say "loop during the failover: $failover"
   kubectl get nodes >&2
   figure "node kill: pod left the endpoints ${endpoint_gone} s after the kill (grace period ${RAGBLEND_K8S_GRACE} s)"
