@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
 
 import httpx
+from check_client import CheckFailure, check, cited, wait_cached, wait_ready
+from openai import OpenAI
 
 DOCUMENT_ID = "scale-smoke-keeper"
 DOCUMENT = (
@@ -24,63 +25,6 @@ DOCUMENT = (
     "between Orvel and Haskby every winter since the old pier burned down."
 )
 QUESTION = "Who is the ferry captain of Lake Orvel?"
-
-
-class ScaleFailure(AssertionError):
-    """The stack answered, but not as replicas sharing one library must."""
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise ScaleFailure(message)
-
-
-def wait_ready(http: httpx.Client, timeout_s: float) -> float:
-    start = time.monotonic()
-    last = "no answer"
-    while time.monotonic() - start < timeout_s:
-        try:
-            reply = http.get("/health", timeout=5)
-            if reply.status_code == 200 and reply.json().get("status") == "ready":
-                return time.monotonic() - start
-            last = f"{reply.status_code} {reply.text[:200]}"
-        except (httpx.HTTPError, ValueError) as exc:
-            last = repr(exc)
-        time.sleep(2)
-    raise ScaleFailure(f"{http.base_url} not ready after {timeout_s:.0f} s (last: {last})")
-
-
-def wait_cached(http: httpx.Client, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    status = "unknown"
-    while time.monotonic() < deadline:
-        reply = http.get(f"/v1/documents/{DOCUMENT_ID}")
-        status = reply.json()["status"] if reply.status_code == 200 else str(reply.status_code)
-        if status == "cached":
-            return
-        time.sleep(1)
-    raise ScaleFailure(f"document still {status!r} after {timeout_s:.0f} s")
-
-
-def cited_on(http: httpx.Client, model: str, timeout_s: float) -> dict[str, Any]:
-    """The blend statistics of a retrieval answer that cites the document, asked until one does."""
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": QUESTION}],
-        "max_tokens": 8,
-        "temperature": 0,
-        "retrieval": {"top_k": 2},
-    }
-    deadline = time.monotonic() + timeout_s
-    sources: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        reply = http.post("/v1/chat/completions", json=body)
-        check(reply.status_code == 200, f"{http.base_url}: {reply.status_code} {reply.text}")
-        sources = reply.json()["retrieval"]
-        if sources and sources[0]["document_id"] == DOCUMENT_ID:
-            return reply.json()["blend"]
-        time.sleep(0.5)
-    raise ScaleFailure(f"{http.base_url} never cited {DOCUMENT_ID}: {sources}")
 
 
 def streamed_through_front(http: httpx.Client, model: str) -> dict[str, Any]:
@@ -113,26 +57,32 @@ def main() -> int:
     parser.add_argument("--ready-timeout", type=float, default=1200)
     args = parser.parse_args()
     headers = {"Authorization": f"Bearer {args.api_key}"}
-    clients = [httpx.Client(base_url=url, headers=headers, timeout=300) for url in args.replica]
     try:
         with httpx.Client(base_url=args.url, headers=headers, timeout=300) as front:
-            ready_s = max(wait_ready(http, args.ready_timeout) for http in [front, *clients])
+            urls = [args.url, *args.replica]
+            ready_s = max(wait_ready(url, args.ready_timeout)[1] for url in urls)
             model = front.get("/v1/models").json()["data"][0]["id"]
             document = {"id": DOCUMENT_ID, "text": DOCUMENT}
             ingested = front.post("/v1/documents", json={"documents": [document]})
             check(ingested.status_code == 200, f"ingest: {ingested.status_code} {ingested.text}")
             ingested_on = ingested.headers.get("x-ragblend-replica", "")
-            wait_cached(front, timeout_s=300)
-            blends = {str(http.base_url): cited_on(http, model, 30) for http in clients}
+            wait_cached(front, DOCUMENT_ID, timeout_s=300)
+            blends = {
+                url: cited(
+                    OpenAI(base_url=f"{url}/v1", api_key=args.api_key, timeout=300, max_retries=0),
+                    model,
+                    QUESTION,
+                    DOCUMENT_ID,
+                    timeout_s=30,
+                )
+                for url in args.replica
+            }
             stream = streamed_through_front(front, model)
             answered_by = {front.get("/v1/models").headers["x-ragblend-replica"] for _ in range(6)}
-            check(len(answered_by) == len(clients), f"front used only {sorted(answered_by)}")
-    except ScaleFailure as exc:
+            check(len(answered_by) == len(args.replica), f"front used only {sorted(answered_by)}")
+    except CheckFailure as exc:
         print(f"FAILED (replicas): {exc}", file=sys.stderr)
         return 1
-    finally:
-        for http in clients:
-            http.close()
     result = {
         "ready_s": round(ready_s, 1),
         "ingested_on": ingested_on,

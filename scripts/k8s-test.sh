@@ -4,7 +4,7 @@
 # Debian's source, nodes as network namespaces) and stops by PID at the end. The images are
 # the ones scripts/docker-test.sh builds (plus a layer with the test model provisioned, since
 # pods reach no network), `docker save`d and imported into each node's containerd. Through the
-# Service, with the OpenAI SDK (deploy/k8s_check.py, run inside a worker's namespace):
+# Service, with the OpenAI SDK (docker/k8s_check.py, run inside a worker's namespace):
 #   - chat with `documents` (the repeat hits every chunk), a document ingested through one pod
 #     is cited through the other (shared library), chunks computed on one pod are hits on the
 #     other (Redis tier);
@@ -37,20 +37,15 @@ skip_checks=",${RAGBLEND_K8S_SKIP:-},"
 cluster=(bash "$repo/scripts/k8s-cluster.sh")
 release=ragblend
 work="$(mktemp -d)"
-started_dockerd=""
 cluster_started=""
 loop_pid=""
 figures=()
 build_only=""
 [ "${1:-}" != "--build-only" ] || build_only=1
 
-say() { echo "k8s-test: $*" >&2; }
-skip() {
-  echo "=================================================================" >&2
-  echo "k8s-test: SKIPPED: $*" >&2
-  echo "=================================================================" >&2
-  exit 0
-}
+test_name=k8s-test
+# shellcheck source=scripts/test-common.sh
+source "$repo/scripts/test-common.sh"
 phase_start=$SECONDS
 phase() { # name: prints the time since the previous phase
   figures+=("phase $1: $((SECONDS - phase_start)) s")
@@ -77,10 +72,7 @@ cleanup() {
     fi
     "${cluster[@]}" stop || true
   fi
-  if [ -n "$started_dockerd" ]; then
-    say "stopping the dockerd this test started (PID $started_dockerd)"
-    kill "$started_dockerd" 2>/dev/null && wait "$started_dockerd" 2>/dev/null || true
-  fi
+  stop_dockerd
   rm -rf "$work"
   echo "k8s-test: figures:" >&2
   printf '  %s\n' "${figures[@]}" >&2
@@ -102,22 +94,6 @@ trap cleanup EXIT
 
 # --- images --------------------------------------------------------------------------------
 
-start_dockerd() {
-  docker info >/dev/null 2>&1 && return 0
-  command -v dockerd >/dev/null || {
-    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io; } >&2 \
-      || skip "could not install docker.io"
-  }
-  say "starting dockerd (log: $cache/dockerd-k8s.log)"
-  dockerd >"$cache/dockerd-k8s.log" 2>&1 &
-  started_dockerd=$!
-  for _ in $(seq 60); do
-    docker info >/dev/null 2>&1 && return 0
-    kill -0 "$started_dockerd" 2>/dev/null || break
-    sleep 1
-  done
-  skip "dockerd did not start (see $cache/dockerd-k8s.log)"
-}
 
 # The test model provisioned into the image (pods cannot pip-install its weights): a container
 # of the image docker-test.sh built runs the provisioning, with the host's CA bundle mounted
@@ -167,16 +143,13 @@ command -v docker >/dev/null || {
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io; } >&2 \
     || skip "could not install docker.io"
 }
-start_dockerd
+start_dockerd "$cache/dockerd-k8s.log"
 bash scripts/docker-test.sh --build-only
 phase "images built (docker-test.sh --build-only)"
 server_image="$(model_image)"
 mapfile -t tars < <(save_images "$server_image" ragblend-postgres:15 ragblend-redis:7)
 phase "model image and docker save"
-if [ -n "$started_dockerd" ]; then # its memory is the cluster's now
-  kill "$started_dockerd" && wait "$started_dockerd" 2>/dev/null || true
-  started_dockerd=""
-fi
+stop_dockerd # its memory is the cluster's now
 if [ -n "$build_only" ]; then
   "${cluster[@]}" prepare
   phase "cluster binaries (cached by source checksum) and packages"
@@ -265,7 +238,7 @@ service_port="$(kubectl get service "$release" -o jsonpath='{.spec.ports[0].port
 url="http://$service_ip:$service_port"
 client_ns="$(worker_ns 1)" # the failover check kills another worker
 check() {
-  ip netns exec "$client_ns" "$python" deploy/k8s_check.py "$@" --url "$url" --api-key "$api_key"
+  ip netns exec "$client_ns" "$python" docker/k8s_check.py "$@" --url "$url" --api-key "$api_key"
 }
 pod_urls() { server_pods | awk '{printf "--pod\nhttp://%s:8000\n", $2}'; }
 mapfile -t pods < <(pod_urls)
@@ -278,7 +251,7 @@ phase "chat, shared library and Redis checks"
 
 start_loop() { # loop arguments...
   rm -f "$work/stop"
-  ip netns exec "$client_ns" "$python" deploy/k8s_check.py loop --url "$url" \
+  ip netns exec "$client_ns" "$python" docker/k8s_check.py loop --url "$url" \
     --api-key "$api_key" --stop-file "$work/stop" --max-seconds 900 "$@" >"$work/loop.json" &
   loop_pid=$!
 }

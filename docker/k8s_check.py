@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from check_client import CheckFailure, ask_with_documents, check, cited, wait_cached, wait_ready
 from openai import OpenAI, OpenAIError
 
 DOCUMENTS = [
@@ -46,15 +47,6 @@ LIBRARY_DOCUMENT = (
 LIBRARY_QUESTION = "Who is the lighthouse keeper of Cape Ostra?"
 
 
-class CheckFailure(AssertionError):
-    """The release answered, but not as the chart's deployment must."""
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise CheckFailure(message)
-
-
 def sdk(url: str, api_key: str, timeout: float = 300) -> OpenAI:
     return OpenAI(base_url=f"{url}/v1", api_key=api_key, timeout=timeout, max_retries=0)
 
@@ -64,65 +56,17 @@ def http_client(url: str, api_key: str, timeout: float = 120) -> httpx.Client:
     return httpx.Client(base_url=url, headers=headers, timeout=timeout)
 
 
-def wait_ready(url: str, timeout_s: float) -> float:
-    start = time.monotonic()
-    last = "no answer"
-    while time.monotonic() - start < timeout_s:
-        try:
-            reply = httpx.get(f"{url}/health", timeout=5)
-            if reply.status_code == 200 and reply.json().get("status") == "ready":
-                return time.monotonic() - start
-            last = f"{reply.status_code} {reply.text[:200]}"
-        except (httpx.HTTPError, ValueError) as exc:
-            last = repr(exc)
-        time.sleep(2)
-    raise CheckFailure(f"{url} not ready after {timeout_s:.0f} s (last: {last})")
-
-
 def model_of(client: OpenAI) -> str:
     return client.models.list().data[0].id
 
 
 def blend_with_documents(client: OpenAI, model: str, documents: list[str]) -> dict[str, Any]:
-    reply = client.chat.completions.create(
-        model=model,
-        messages=[{"role": "user", "content": QUESTION}],
-        max_tokens=8,
-        temperature=0,
-        extra_body={"documents": documents},
-    )
-    return reply.model_extra["blend"]
+    return ask_with_documents(client, model, QUESTION, documents)
 
 
-def wait_cached(http: httpx.Client, document_id: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    status = "unknown"
-    while time.monotonic() < deadline:
-        reply = http.get(f"/v1/documents/{document_id}")
-        status = reply.json()["status"] if reply.status_code == 200 else str(reply.status_code)
-        if status == "cached":
-            return
-        time.sleep(1)
-    raise CheckFailure(f"document {document_id} still {status!r} after {timeout_s:.0f} s")
-
-
-def cites(client: OpenAI, model: str, document_id: str, timeout_s: float) -> dict[str, Any]:
-    """The blend statistics of a retrieval answer citing the document, asked until one does."""
-    deadline = time.monotonic() + timeout_s
-    sources: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        reply = client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": LIBRARY_QUESTION}],
-            max_tokens=8,
-            temperature=0,
-            extra_body={"retrieval": {"top_k": 2}},
-        )
-        sources = reply.model_extra["retrieval"]
-        if sources and sources[0]["document_id"] == document_id:
-            return reply.model_extra["blend"]
-        time.sleep(0.5)
-    raise CheckFailure(f"{client.base_url} never cited {document_id}: {sources}")
+def cites(client: OpenAI, model: str, timeout_s: float) -> dict[str, Any]:
+    """The blend statistics of an answer on `client` citing the library document."""
+    return cited(client, model, LIBRARY_QUESTION, LIBRARY_DOCUMENT_ID, timeout_s)
 
 
 def ingest(http: httpx.Client, document_id: str, text: str) -> str:
@@ -150,7 +94,7 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
     with http_client(args.pod[0], args.api_key) as http_a:
         ingest(http_a, LIBRARY_DOCUMENT_ID, LIBRARY_DOCUMENT)
         wait_cached(http_a, LIBRARY_DOCUMENT_ID, timeout_s=300)
-    library_blend = cites(pod_b, model, LIBRARY_DOCUMENT_ID, timeout_s=60)
+    library_blend = cites(pod_b, model, timeout_s=60)
 
     # Redis tier: chunks no pod has seen, computed on pod A, are hits on pod B.
     tag = uuid.uuid4().hex[:8]
@@ -248,7 +192,7 @@ def cited_command(args: argparse.Namespace) -> dict[str, Any]:
     blends = {}
     for url in args.pod:
         client = sdk(url, args.api_key)
-        blends[url] = cites(client, model_of(client), LIBRARY_DOCUMENT_ID, timeout_s=60)
+        blends[url] = cites(client, model_of(client), timeout_s=60)
     return {"cited_on": blends}
 
 
@@ -271,7 +215,7 @@ def main() -> int:
     args = parser.parse_args()
     try:
         if args.command == "ready":
-            ready_s = max(wait_ready(url, args.ready_timeout) for url in [args.url, *args.pod])
+            ready_s = max(wait_ready(url, args.ready_timeout)[1] for url in [args.url, *args.pod])
             result: dict[str, Any] = {"ready_s": round(ready_s, 1)}
         elif args.command == "loop":
             check(bool(args.stop_file), "loop needs --stop-file")
