@@ -189,8 +189,9 @@ done
 for pid in "${import_pids[@]}"; do wait "$pid"; done
 phase "image import ($RAGBLEND_K8S_WORKERS nodes in parallel)"
 
-# PostgreSQL's claim binds to a local volume on worker 1, so the library stays on a node the
-# failover check does not kill (no storage provisioner in this cluster).
+# PostgreSQL's claim binds to a local volume on worker 1 (no storage provisioner in this
+# cluster), and Redis is pinned there too: the stores stay on the node the failover check does
+# not kill, which then tests the server pods' failover alone.
 mkdir -p "$run_dir/volumes/postgres"
 kubectl apply -f - >&2 <<EOF
 apiVersion: v1
@@ -223,6 +224,7 @@ values=(
   --set sizing.baseMemoryGiB=3 --set sizing.cpu=200m --set sizing.modelDiskGiB=3
   --set postgresql.enabled=true --set postgresql.persistence.size=2Gi
   --set redis.enabled=true --set redis.maxmemory=256mb
+  --set 'redis.nodeSelector.kubernetes\.io/hostname=w1'
 )
 helm install "$release" deploy/helm/ragblend "${values[@]}" --wait --timeout 20m >&2
 phase "helm install --wait (2 replicas, PostgreSQL, Redis) to ready"
@@ -285,7 +287,7 @@ if [[ "$skip_checks" != *,upgrade,* ]]; then
 fi
 
 if [[ "$skip_checks" != *,failover,* ]]; then
-  # The victim: a worker with a server pod that does not hold PostgreSQL's volume (worker 1).
+  # The victim: a worker with a server pod, other than worker 1 (PostgreSQL and Redis).
   victim="$(server_pods | awk '$3 != "w1" {print $3}' | head -1)"
   [ -n "$victim" ] || { say "no server pod off w1: $(server_pods)"; exit 1; }
   victim_ip="$(server_pods | awk -v n="$victim" '$3 == n {print $2}')"

@@ -130,3 +130,14 @@ def test_bundled_postgresql_owns_the_volume_it_runs_on() -> None:
         [database] = pod["containers"]
         assert owner["volumeMounts"] == database["volumeMounts"]
         assert "chown postgres:postgres /var/lib/postgresql/data" in owner["command"][-1]
+
+
+def test_the_bundled_stores_go_where_their_node_selectors_say() -> None:
+    docs = render("postgresql.nodeSelector.disk=ssd", "redis.nodeSelector.zone=a")
+    postgres = one(docs, "StatefulSet", "demo-ragblend-postgresql")["spec"]["template"]["spec"]
+    redis = one(docs, "Deployment", "demo-ragblend-redis")["spec"]["template"]["spec"]
+    assert (postgres["nodeSelector"], redis["nodeSelector"]) == ({"disk": "ssd"}, {"zone": "a"})
+    assert (
+        "nodeSelector"
+        not in one(render(), "Deployment", "demo-ragblend-redis")["spec"]["template"]["spec"]
+    )
