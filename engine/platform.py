@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Literal
@@ -11,6 +12,17 @@ Dtype = Literal["bfloat16", "float16", "float32"]
 CPUINFO = Path("/proc/cpuinfo")
 _NATIVE_BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}
 """/proc/cpuinfo flags of CPUs that multiply bf16 in hardware (x86's two; Arm's ``bf16``)."""
+SETTINGS_VARIABLES = (
+    "VLLM_CACHE_ROOT",
+    "VLLM_LOGGING_LEVEL",
+    "VLLM_CPU_KVCACHE_SPACE",
+    "VLLM_CPU_OMP_THREADS_BIND",
+    "OMP_NUM_THREADS",
+)
+"""What `prepare_environment` derives from one server's settings into its own process's
+environment: a process that has started an engine leaves these out of the environment of any
+server it launches, which would otherwise take them as the user's explicit values."""
+log = logging.getLogger(__name__)
 
 
 def resolve_device(requested: Literal["auto", "cpu", "cuda"]) -> Device:
@@ -81,6 +93,13 @@ def prepare_environment(
             defaults["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
             cores = len(os.sched_getaffinity(0))
             defaults["OMP_NUM_THREADS"] = str(max(1, cores // tensor_parallel_size))
+    kv_space = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
+    if device == "cpu" and kv_space not in (None, defaults["VLLM_CPU_KVCACHE_SPACE"]):
+        log.warning(
+            "VLLM_CPU_KVCACHE_SPACE=%s in the environment overrides RAGBLEND_KV_CACHE_GIB=%s",
+            kv_space,
+            kv_cache_gib,
+        )
     for name, value in defaults.items():
         os.environ.setdefault(name, value)
 

@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.platform import SETTINGS_VARIABLES
+
 REPO = Path(__file__).resolve().parents[2]
 TEST_MODEL = "smollm2-135m-instruct"
 API_KEY = "test-key"
@@ -71,14 +73,22 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"server exited with {process.returncode}:\n{log.read_text()[-4000:]}")
+            pytest.fail(f"server exited with {process.returncode}:\n{_log_excerpt(log)}")
         try:
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         time.sleep(1)
-    pytest.fail(f"server not ready after {STARTUP_SECONDS}s:\n{log.read_text()[-4000:]}")
+    pytest.fail(f"server not ready after {STARTUP_SECONDS}s:\n{_log_excerpt(log)}")
+
+
+def _log_excerpt(log: Path) -> str:
+    """The log's error lines, then its tail: a failed start's root cause is usually logged long
+    before the shutdown tracebacks that end the log."""
+    text = log.read_text(errors="replace")
+    errors = [line for line in text.splitlines() if "ERROR" in line or "Error:" in line]
+    return "error lines:\n" + "\n".join(errors[:30])[-4000:] + "\n--- log tail:\n" + text[-3000:]
 
 
 @contextmanager
@@ -88,8 +98,9 @@ def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> I
     models_dir = Path(os.environ.get("RAGBLEND_MODELS_DIR", REPO / "data" / "models"))
     log = data_dir / "server.log"
     port = _free_port()
+    inherited = {k: v for k, v in os.environ.items() if k not in SETTINGS_VARIABLES}
     env = {
-        **os.environ,
+        **inherited,
         "RAGBLEND_MODEL": TEST_MODEL,
         "RAGBLEND_DATA_DIR": str(data_dir),
         "RAGBLEND_MODELS_DIR": str(models_dir),

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from engine import platform
-from engine.platform import prepare_environment, resolve_dtype
+from engine.platform import SETTINGS_VARIABLES, prepare_environment, resolve_dtype
 
-SET_BY_PREPARE = ("VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS", "VLLM_CPU_KVCACHE_SPACE")
+SET_BY_PREPARE = SETTINGS_VARIABLES
 
 
 @pytest.fixture
@@ -47,6 +47,28 @@ def test_the_users_own_thread_settings_win(
     prepare_environment("cpu", tmp_path, 1.0, "info", tensor_parallel_size=64)
     assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
     assert os.environ["OMP_NUM_THREADS"] == "3"
+
+
+def test_an_inherited_kv_cache_size_wins_and_is_named_in_a_warning(
+    clean_environment: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = "4"
+    prepare_environment("cpu", tmp_path, 1.0, "info")
+    assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "4"
+    assert "VLLM_CPU_KVCACHE_SPACE=4 in the environment overrides RAGBLEND_KV_CACHE_GIB=1" in (
+        caplog.text
+    )
+
+
+def test_every_variable_derived_from_settings_is_listed_for_launchers(
+    clean_environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    before = dict(os.environ)
+    prepare_environment("cpu", tmp_path, 1.0, "info", tensor_parallel_size=64)
+    derived = {name for name, value in os.environ.items() if before.get(name) != value}
+    constant = {"VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK", "HF_HUB_OFFLINE"}
+    constant |= {"TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM"}
+    assert derived - constant == set(SETTINGS_VARIABLES)
 
 
 AVX2_EPYC = (
