@@ -57,9 +57,7 @@ def ingest(url: str, api_key: str | None, paths: list[str]) -> int:
     return 1 if failures else 0
 
 
-def query(
-    url: str, api_key: str | None, question: str, top_k: int | None, mode: str | None
-) -> int:
+def query(url: str, api_key: str | None, question: str, top_k: int | None, mode: str | None) -> int:
     """Ask with retrieval, stream the answer, then list the chunks it was given."""
     with connect(url, api_key) as client:
         model = served_model(client)

@@ -142,9 +142,7 @@ def start_generation(
         completion_budget(len(ids), fields.max_tokens, engine.max_model_len, default)
         for ids in prepared.prompts
     )
-    params = sampling_params(
-        fields, budget, prepared.logprobs, engine, prepared.structured_outputs
-    )
+    params = sampling_params(fields, budget, prepared.logprobs, engine, prepared.structured_outputs)
     project = authorized(request).project
     salt = state.kv_salt(project)
     plan = None if prepared.plan is None else replace(prepared.plan, kv_salt=salt)

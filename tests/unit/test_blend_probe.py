@@ -43,8 +43,7 @@ def _setup(seed: int = 3) -> tuple[Any, Tensor, list[list[int]], list[tuple[int,
     model = tiny_llama(seed)
     generator = torch.Generator().manual_seed(seed)
     chunks = [
-        torch.randint(2, 128, (CHUNK_TOKENS,), generator=generator).tolist()
-        for _ in range(CHUNKS)
+        torch.randint(2, 128, (CHUNK_TOKENS,), generator=generator).tolist() for _ in range(CHUNKS)
     ]
     ids, spans = list(PREFIX), []
     for chunk in chunks:

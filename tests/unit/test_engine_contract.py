@@ -137,7 +137,10 @@ def test_check_layer_schedules_must_ascend_with_positive_multiples(text: str) ->
 def test_the_default_recipe_selects_by_v_deviation_at_a_fixed_ratio() -> None:
     recipe = Recipe()
     assert (recipe.mode, recipe.metric, recipe.check_layers, recipe.chunk_head_tokens) == (
-        "blend", "v", DEFAULT_CHECK_LAYERS, 8
+        "blend",
+        "v",
+        DEFAULT_CHECK_LAYERS,
+        8,
     )
     assert (recipe.question_pool, recipe.budget_mass) == (3.0, 1.0)
     assert recipe.recompute_ratio == DEFAULT_RECOMPUTE_RATIO == 0.3

@@ -106,9 +106,12 @@ def test_a_damaged_file_on_disk_is_a_miss_and_deleted(tmp_path: Path) -> None:
 
 def test_a_store_on_redis_and_disk_serves_exact_kv_from_either(tmp_path: Path) -> None:
     entry = realistic_entry(seed=3)
-    with running_redis(tmp_path / "redis") as server, ChunkKVStore.create(
-        1, tmp_path / "disk", secret=SECRET, redis_url=server.url, layer_format=LOSSLESS
-    ) as store:
+    with (
+        running_redis(tmp_path / "redis") as server,
+        ChunkKVStore.create(
+            1, tmp_path / "disk", secret=SECRET, redis_url=server.url, layer_format=LOSSLESS
+        ) as store,
+    ):
         store.put(key_of(entry), entry)
         store.flush()
         for tier in store.backing:

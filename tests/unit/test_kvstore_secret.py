@@ -40,8 +40,7 @@ def test_servers_starting_together_agree_on_one_secret(tmp_path: Path) -> None:
     path = tmp_path / "secret"
     found: list[bytes] = []
     threads = [
-        threading.Thread(target=lambda: found.append(load_or_create_secret(path)))
-        for _ in range(8)
+        threading.Thread(target=lambda: found.append(load_or_create_secret(path))) for _ in range(8)
     ]
     for thread in threads:
         thread.start()

@@ -68,9 +68,7 @@ def entrypoint(folder: Path, port: int, **environment: str) -> Iterator[subproce
         process.wait(timeout=30)
 
 
-def connect_when_up(
-    process: subprocess.Popen[bytes], port: int, log: Path
-) -> psycopg.Connection:
+def connect_when_up(process: subprocess.Popen[bytes], port: int, log: Path) -> psycopg.Connection:
     deadline = time.monotonic() + START_SECONDS
     while True:
         assert process.poll() is None, log.read_text()

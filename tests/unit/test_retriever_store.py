@@ -169,11 +169,11 @@ def test_a_version_1_library_is_upgraded_and_precomputed_again(tmp_path):
     for statement in _SCHEMA:
         legacy.execute(statement)
     legacy.execute("PRAGMA user_version = 1")
+    legacy.execute("INSERT INTO documents VALUES ('a', 'h', '{}', 'cached', 0, 1, 1)")
     legacy.execute(
-        "INSERT INTO documents VALUES ('a', 'h', '{}', 'cached', 0, 1, 1)"
+        "INSERT INTO chunks (document_id, chunk_index, text, token_ids, kv_cached) "
+        "VALUES ('a', 0, 'x', x'01000000', 1)"
     )
-    legacy.execute("INSERT INTO chunks (document_id, chunk_index, text, token_ids, kv_cached) "
-                   "VALUES ('a', 0, 'x', x'01000000', 1)")
     legacy.commit()
     legacy.close()
     upgraded = DocumentStore(path)
