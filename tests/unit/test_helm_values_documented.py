@@ -3,29 +3,19 @@ from the chart's values.yaml, and every value there is documented."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.scripts_on_path import import_script
 
-
-def _load_script():
-    path = ROOT / "scripts" / "helm_values_table.py"
-    spec = importlib.util.spec_from_file_location("helm_values_table", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("helm_values_table", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-helm_values_table = _load_script()
+helm_values_table = import_script("helm_values_table")
 
 
 def test_doc_table_is_the_generated_one() -> None:
-    _, in_doc, _ = helm_values_table.split_doc(helm_values_table.DOC.read_text(encoding="utf-8"))
+    _, in_doc, _ = helm_values_table.DOC_TABLE.split(
+        helm_values_table.DOC_TABLE.doc.read_text(encoding="utf-8")
+    )
     assert in_doc == helm_values_table.table(), (
         "docs/deploy-kubernetes.md's values table is stale: "
         "run python scripts/helm_values_table.py --write"

@@ -3,32 +3,20 @@ environment variable, default and description, as ``scripts/settings_table.py`` 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 from pydantic import Field, SecretStr
 
 from gateway.settings import Settings
+from tests.unit.scripts_on_path import import_script
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-
-
-def _load_script():
-    path = ROOT / "scripts" / "settings_table.py"
-    spec = importlib.util.spec_from_file_location("settings_table", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("settings_table", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-settings_table = _load_script()
+settings_table = import_script("settings_table")
 
 
 def test_readme_table_is_the_generated_one() -> None:
-    _, in_readme, _ = settings_table.split_readme(README.read_text(encoding="utf-8"))
+    _, in_readme, _ = settings_table.README_TABLE.split(README.read_text(encoding="utf-8"))
     assert in_readme == settings_table.table(Settings), (
         "the README's settings table is stale: run python scripts/settings_table.py --write"
     )
@@ -51,11 +39,11 @@ def test_a_changed_default_or_description_makes_the_readme_stale(tmp_path: Path)
     assert {row.split(" | ")[0] for row in differing} == {"| `RAGBLEND_PORT`", "| `RAGBLEND_HOST`"}
 
     stale = tmp_path / "README.md"
-    text = settings_table.readme_with_table(README.read_text(encoding="utf-8"), changed)
+    text = settings_table.README_TABLE.with_table(README.read_text(encoding="utf-8"), changed)
     stale.write_text(text, encoding="utf-8")
-    assert settings_table.main(["--check", "--readme", str(stale)]) == 1
-    assert settings_table.main(["--write", "--readme", str(stale)]) == 0
-    assert settings_table.main(["--check", "--readme", str(stale)]) == 0
+    assert settings_table.main(["--check", "--doc", str(stale)]) == 1
+    assert settings_table.main(["--write", "--doc", str(stale)]) == 0
+    assert settings_table.main(["--check", "--doc", str(stale)]) == 0
     assert stale.read_text(encoding="utf-8") == README.read_text(encoding="utf-8")
 
 
