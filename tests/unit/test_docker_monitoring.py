@@ -6,7 +6,6 @@ needs; scripts/docker-test.sh runs every dashboard query against a real Promethe
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -15,23 +14,14 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit.script_import import import_script
+
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 DASHBOARD = DOCKER / "grafana" / "dashboards" / "ragblend.json"
 GRID_COLUMNS = 24
 
 
-def _load_check() -> Any:
-    """The script scripts/docker-test.sh runs (docker/ is no package to import from)."""
-    spec = importlib.util.spec_from_file_location(
-        "monitoring_check", DOCKER / "monitoring_check.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-monitoring_check = _load_check()
+monitoring_check = import_script("monitoring_check", DOCKER)  # what docker-test.sh runs
 # What the issue asks the dashboard to show, as the metric each panel must query.
 REQUIRED_METRICS = {
     "ragblend_requests_total",

@@ -4,24 +4,21 @@ as the server's settings: the bundled stores found by ClusterIP, without cluster
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 
 import pytest
 
 from gateway.settings import Settings
-from tests.unit.helm_render import REPO, needs_helm, one, render, server
+from tests.unit.helm_render import needs_helm, one, render, server
+from tests.unit.script_import import import_script
 
 pytestmark = needs_helm
 
 
 def _setting_env_names() -> list[str]:
     """Every setting's environment variable, as the README's settings table names them."""
-    path = REPO / "scripts" / "settings_table.py"
-    spec = importlib.util.spec_from_file_location("settings_table", path)
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
+    table = import_script("settings_table")
     fields = table.ordered_fields(Settings)
     return [env for name, field in fields for env in table.env_names(Settings, name, field)]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.scripts_on_path import import_script
+from tests.unit.script_import import import_script
 
 helm_values_table = import_script("helm_values_table")
 

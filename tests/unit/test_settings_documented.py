@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 
 from gateway.settings import Settings
-from tests.unit.scripts_on_path import import_script
+from tests.unit.script_import import import_script
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
