@@ -1,4 +1,5 @@
-"""TTFT of repeated sent documents on the real server: cold recipe, learnt contexts, full prefill.
+"""TTFT of repeated sent documents on the real server: cold recipe, learnt contexts, library
+chunks, full prefill.
 
     python -m load_tests.bench_learnt [--model qwen2.5-coder-0.5b-instruct] [--trials 3]
         [--documents 6] [--document-tokens 500]
@@ -13,7 +14,12 @@ documents x document-tokens tokens of plain pseudo-English) to /v1/chat/completi
 2. ``cold``: the second sighting, blended from those entries with the cold recipe; it queues the
    set for learning, and the bench waits until the background worker has learnt it;
 3. ``learnt``: the third sighting, blended with the in-context recipe;
-4. ``full``: ``blend.mode=full``, a plain prefill of the same prompt.
+4. ``full``: ``blend.mode=full``, a plain prefill of the same prompt;
+5. ``library``: as many documents of the same length, other text (the sent ones would be
+   recognised as the learnt arrangement), ingested into the library (one chunk each:
+   ``RAGBLEND_CHUNK_TOKENS`` is set above the document length) and, once their chunk KV is
+   cached behind their neighbours, asked through ``retrieval`` restricted to them: a prompt of
+   the same length, blended with the in-context recipe.
 
 Each request asks for one token without streaming, so its latency is its time to first token as
 the client sees it. Every reply's ``blend.context`` is checked against the mode. Prints medians
@@ -38,7 +44,10 @@ from load_tests.replica_launcher import Replica, running_replicas
 from load_tests.report import format_grid, output_path, scratch
 from load_tests.stats import ttft_trials
 
-MODES = ("cold", "learnt", "full")
+MODES = ("cold", "learnt", "library", "full")
+CACHE_WAIT_S = 900
+LIBRARY_SEEDS = 10_000
+"""Seeds of the library mode's documents start here, clear of the sent ones'."""
 LEARN_WAIT_S = 900
 API_KEY = "bench-key"
 
@@ -49,14 +58,18 @@ def documents_text(tokenizer: Any, count: int, tokens: int, seed: int) -> list[s
 
 
 def ask(client: httpx.Client, documents: list[str], mode: str, trial: int) -> tuple[float, str]:
-    """One token over ``documents``; the seconds it took and the context the server reported."""
+    """One token over ``documents`` (the ids of library documents in mode ``library``); the
+    seconds it took and the context the server reported."""
     body: dict[str, Any] = {
         "model": "bench",
         "messages": [{"role": "user", "content": f"Trial {trial}: which plan was approved?"}],
-        "documents": documents,
         "max_tokens": 1,
         "temperature": 0,
     }
+    if mode == "library":
+        body["retrieval"] = {"document_ids": documents, "top_k": len(documents)}
+    else:
+        body["documents"] = documents
     if mode == "full":
         body["blend"] = {"mode": "full"}
     started = time.perf_counter()
@@ -79,8 +92,28 @@ def until_learnt(replica: Replica, done_before: float) -> float:
     return time.monotonic() - started
 
 
+def ingest_cached(client: httpx.Client, documents: list[str], trial: int) -> list[str]:
+    """``documents`` ingested into the library; their ids once every one's chunk KV is cached."""
+    ids = [f"trial{trial}-{index}" for index in range(len(documents))]
+    body = {"documents": [{"id": i, "text": text} for i, text in zip(ids, documents, strict=True)]}
+    reply = client.post("/v1/documents", json=body)
+    if reply.status_code != 200:
+        raise RuntimeError(f"ingest: {reply.status_code} {reply.text}")
+    deadline = time.monotonic() + CACHE_WAIT_S
+    for document_id in ids:
+        while (status := client.get(f"/v1/documents/{document_id}").json()["status"]) != "cached":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{document_id} still {status!r} after {CACHE_WAIT_S} s")
+            time.sleep(0.5)
+    return ids
+
+
 def run_trial(
-    replica: Replica, client: httpx.Client, documents: list[str], trial: int
+    replica: Replica,
+    client: httpx.Client,
+    documents: list[str],
+    library_documents: list[str],
+    trial: int,
 ) -> dict[str, Any]:
     """The timings of one document set, in the order the module docstring gives."""
     timings: dict[str, float] = {}
@@ -90,8 +123,10 @@ def run_trial(
     learn_s = until_learnt(replica, done)
     timings["learnt"], learnt = ask(client, documents, "learnt", trial)
     timings["full"], _ = ask(client, documents, "full", trial)
-    if (cold, learnt) != ("cold", "learnt"):
-        raise RuntimeError(f"trial {trial}: contexts {cold!r} and {learnt!r} were reported")
+    ids = ingest_cached(client, library_documents, trial)
+    timings["library"], library = ask(client, ids, "library", trial)
+    if (cold, learnt, library) != ("cold", "learnt", "library"):
+        raise RuntimeError(f"trial {trial}: contexts {cold!r}, {learnt!r}, {library!r} reported")
     print(f"  trial {trial}: {timings} learnt in {learn_s:.1f}s", file=sys.stderr)
     return {"timings": timings, "learn_s": learn_s}
 
@@ -133,6 +168,7 @@ def main() -> int:
         "RAGBLEND_LEARN_CONTEXTS_AFTER": "2",
         "RAGBLEND_ENABLE_PREFIX_CACHING": "false",
         "RAGBLEND_MAX_MODEL_LEN": str(args.documents * args.document_tokens * 2 + 1024),
+        "RAGBLEND_CHUNK_TOKENS": str(min(2048, args.document_tokens + 64)),
         "RAGBLEND_LOG_LEVEL": "warning",
     }
     headers = {"Authorization": f"Bearer {API_KEY}"}
@@ -143,9 +179,12 @@ def main() -> int:
     ):
         trials = []
         for trial in range(args.trials):
-            documents = documents_text(tokenizer, args.documents, args.document_tokens, trial)
+            documents, library_documents = (
+                documents_text(tokenizer, args.documents, args.document_tokens, seed)
+                for seed in (trial, LIBRARY_SEEDS + trial)
+            )
             try:
-                trials.append(run_trial(replica, client, documents, trial))
+                trials.append(run_trial(replica, client, documents, library_documents, trial))
             except Exception:
                 print(replica.log.read_text(errors="replace")[-6000:], file=sys.stderr)
                 raise
