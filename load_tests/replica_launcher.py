@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from engine.platform import SETTINGS_VARIABLES
 from load_tests.launch import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,7 +64,8 @@ def _start(name: str, data_dir: Path, environment: Mapping[str, str]) -> Replica
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = data_dir / "server.log"
-    env = {**os.environ, **environment, "RAGBLEND_DATA_DIR": str(data_dir)}
+    inherited = {k: v for k, v in os.environ.items() if k not in SETTINGS_VARIABLES}
+    env = {**inherited, **environment, "RAGBLEND_DATA_DIR": str(data_dir)}
     command = [sys.executable, "-m", "gateway.cli.main", "serve", "--port", str(port)]
     with log.open("ab") as sink:
         process = subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink)
