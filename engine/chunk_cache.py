@@ -78,6 +78,29 @@ class ChunkCache:
         prompt = [*behind, *chunk, self.prefix[-1]]
         return await self._run("precompute", prompt, plan=plan)
 
+    async def learn(
+        self, head: list[int], chunks: list[list[int]], separator: Sequence[int], salt: str = ""
+    ) -> BlendStats | None:
+        """Compute ``chunks`` as they stand in a prompt: after ``head``, in this order, each
+        followed by ``separator``; store each one's KV in its entry's place (replacing what is
+        stored). One pass, a prefill of that prompt: every entry then holds exactly the KV that
+        a prefill of any prompt starting this way gives its chunk. The statistics list every
+        chunk's key in order (``chunk_keys``)."""
+        if not self.engine.blending or not chunks:
+            return None
+        prompt, spans = list(head), []
+        for chunk in chunks:
+            spans.append(ChunkSpan(len(prompt), len(prompt) + len(chunk)))
+            prompt += [*chunk, *separator]
+        plan = BlendPlan(
+            Recipe("blend", 1.0),
+            tuple(spans),
+            store_behind_context=True,
+            replace_stored=True,
+            kv_salt=salt,
+        )
+        return await self._run("learn", [*prompt, self.prefix[-1]], plan=plan)
+
     async def evict(self, chunks: list[list[int]], salt: str = "") -> None:
         """Delete the KV of ``chunks`` stored with ``salt`` from every tier."""
         if self.engine.blending and chunks:

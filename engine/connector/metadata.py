@@ -41,11 +41,11 @@ class BlendJob:
 
     def right_behind(self, prefix: list[int], start: int) -> bool:
         """Whether a chunk at ``start`` is stored as computed here: it directly follows ``prefix``
-        at the prompt's start (computed exactly as alone), or the plan stores it behind whatever
-        context of the prefix's length stands there (contextual precompute)."""
-        if start != len(prefix):
-            return False
-        return self.plan.store_behind_context or self.token_ids[:start] == prefix
+        at the prompt's start (computed exactly as alone), or the plan stores chunks behind
+        whatever stands before them (contextual precompute, learning)."""
+        if self.plan.store_behind_context:
+            return True
+        return start == len(prefix) and self.token_ids[:start] == prefix
 
 
 @dataclass

@@ -1,10 +1,13 @@
 """Worker side, after a job's fill: store each chunk it missed, as computed behind the prefix.
 
 A missed chunk is stored as it would be computed right after the fixed chunk prefix (or, for a
-contextual precompute, behind that job's own context of the prefix's length), so that its KV is
-the same whichever request first sent it. The fill captures a chunk in place when the prompt put
-it exactly there; every other miss is computed again here, against the chunk prefix's KV, which
-is computed once at the first miss and kept (every rank of a split model keeps its own heads).
+contextual precompute or learning request, behind whatever that job puts before it), so that its
+KV is the same whichever request first sent it. The fill captures a chunk in place when the
+prompt put it exactly there; every other miss is computed again here, against the chunk prefix's
+KV, which is computed once at the first miss and kept (every rank of a split model keeps its own
+heads). An entry's keys always sit where the prefix ends: a chunk computed elsewhere has its
+keys moved there (RoPE attention depends only on relative positions, so that is the KV the
+same context would give it there).
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from torch import Tensor
 
 from engine.blend.behind import PrefixKV, compute_prefix, prefill_behind
 from engine.blend.fuse import blend_prefill
+from engine.blend.rope import rotate, rotation
 from engine.connector.metadata import BlendJob
 from engine.connector.model import VllmDecoder
 from engine.connector.placement import Capture
 from engine.contract import Recipe
+from engine.kvstore.entry import ChunkKV
 from engine.kvstore.store import ChunkKVStore
 
 
@@ -46,7 +51,18 @@ class MissStore:
         for capture in captures:
             if job.plan.replace_stored:  # tiers that keep an existing entry must drop it first
                 self.store.delete(capture.key)
-            self.store.put(capture.key, capture.entry())
+            self.store.put(capture.key, self._at_prefix_end(decoder, capture))
+
+    def _at_prefix_end(self, decoder: VllmDecoder, capture: Capture) -> ChunkKV:
+        entry = capture.entry()
+        shift = len(self.prefix) - capture.start
+        if shift == 0:
+            return entry
+        if decoder.rope is None:
+            raise ValueError("a chunk computed behind other context needs RoPE to be moved")
+        move = rotation(shift, decoder.rope, entry.keys.device)
+        keys = torch.stack([rotate(layer, move) for layer in entry.keys])
+        return ChunkKV(keys, entry.values, entry.token_ids)
 
     def _compute_behind_prefix(
         self, decoder: VllmDecoder, captures: list[Capture], device: torch.device

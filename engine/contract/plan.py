@@ -24,9 +24,10 @@ class BlendPlan:
     recipe: Recipe
     spans: tuple[ChunkSpan, ...]
     store_behind_context: bool = False
-    """Store a missed chunk that starts where the chunk prefix would end although other tokens
-    than the prefix stand before it: its entry then holds the KV computed behind them. Only
-    contextual precompute requests set it (``ChunkCache.precompute`` with ``context``)."""
+    """Store every missed chunk as computed here, behind whatever tokens stand before it, its
+    keys moved to where the chunk prefix ends (where every entry's KV sits). Only contextual
+    precompute and learning requests set it (``ChunkCache.precompute`` with ``context``,
+    ``ChunkCache.learn``)."""
     replace_stored: bool = False
     """Compute every chunk even when an entry is stored, and store the result in its place. The
     old entry serves other requests until the new one is written (in this same worker pass), so

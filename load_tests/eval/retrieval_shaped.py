@@ -10,9 +10,10 @@ each question retrieves its top ``--top-k`` passages, which stand in the prompt 
 LAST, right before the question. Chunk-context variants: ``passages``, every retrieved passage
 precomputed behind the fixed prefix (today's behaviour); ``neighbours``, each precomputed behind
 its ``--neighbours`` nearest other passages of the library by embedding, most similar last
-(``ChunkCache.precompute(chunk, context)``); ``learnt``, each precomputed right before its item
-is asked behind the passages before it in that item's prompt, as the server's learnt contexts
-(``RAGBLEND_LEARN_CONTEXTS``) store repeated sent documents. Items run in batches
+(``ChunkCache.precompute(chunk, context)``); ``learnt``, right before its item is asked, the
+item's passages computed in one pass behind its prompt's own head, each behind the passages
+before it (``ChunkCache.learn``), as the server's learnt contexts (``RAGBLEND_LEARN_CONTEXTS``)
+store repeated sent documents. Items run in batches
 (``--batch-items``): per batch each variant precomputes the batch's passages, replacing what the
 previous one stored, then asks every mode; full prefill does not depend on the variant and runs
 once. The report is rewritten
@@ -67,17 +68,14 @@ async def precompute_variant(
             print(f"  {variant}: precomputed {count}/{len(used)}", file=sys.stderr)
 
 
-async def learn_item(setup: Any, cache: Any, item: Any) -> None:
-    """The item's passages precomputed as the server learns them once they keep arriving
-    together: each behind the passages before it in the prompt (the first behind the fixed
-    prefix), replacing what was stored."""
+async def learn_item(setup: Any, cache: Any, item: Any, head: list[int]) -> None:
+    """The item's passages stored as the server learns them once they keep arriving together:
+    computed in one pass behind the prompt's own ``head``, each behind the passages before it,
+    replacing what was stored."""
     from gateway.rag.chunked_prompt import document_chunks
-    from gateway.rag.learnt_tracker import Arrangement
 
     chunks = document_chunks(item.documents, setup.tokenizer)
-    arrangement = Arrangement.of(chunks.token_ids, chunks.separator)
-    for position, chunk in enumerate(chunks.token_ids):
-        await cache.precompute(chunk, context=arrangement.companions(position), replace=True)
+    await cache.learn(head, chunks.token_ids, chunks.separator)
 
 
 async def evaluate(
@@ -121,7 +119,7 @@ async def ask_batch(
     for index, item in enumerate(batch, start):
         ids, spans = prompt(setup, task, item)
         if learn is not None:
-            await learn_item(setup, learn, item)
+            await learn_item(setup, learn, item, ids[: spans[0].start])
         for spec in specs:
             name = spec.name if spec.mode == "full" else f"{variant}:{spec.name}"
             if name in records and len(records[name]) > index:

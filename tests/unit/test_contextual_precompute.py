@@ -55,9 +55,11 @@ def _job(token_ids: list[int], start: int, behind_context: bool) -> BlendJob:
     return BlendJob("r", plan, token_ids, 0, start + 2, [0])
 
 
-def test_only_a_flagged_job_stores_a_chunk_behind_other_context_of_the_prefix_length() -> None:
+def test_only_a_flagged_job_stores_a_chunk_behind_other_context() -> None:
     prefix = [1, 2, 3]
     assert _job([1, 2, 3, 8, 9, 0], 3, False).right_behind(prefix, 3)
     assert not _job([1, 7, 7, 8, 9, 0], 3, False).right_behind(prefix, 3)
+    assert not _job([1, 2, 3, 7, 8, 9, 0], 4, False).right_behind(prefix, 4)
     assert _job([1, 7, 7, 8, 9, 0], 3, True).right_behind(prefix, 3)
-    assert not _job([1, 7, 7, 7, 8, 9, 0], 4, True).right_behind(prefix, 4)
+    assert _job([1, 7, 7, 7, 8, 9, 0], 4, True).right_behind(prefix, 4)
+    assert _job([1, 8, 9, 0], 1, True).right_behind(prefix, 1)
