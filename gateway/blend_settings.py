@@ -119,8 +119,9 @@ class BlendServerSettings(BaseSettings):
         False,
         description="Learn contexts from traffic: chunks that keep arriving together (sent "
         "`documents`, and retrieved chunks without neighbour contexts) are precomputed in the "
-        "background behind the chunks before them, so later requests with the same chunks in "
-        "the same order take the in-context recipe. Needs `chunk_prefix=passages`.",
+        "background as they stand in those requests (behind the prompt's head and the chunks "
+        "before them), so later requests with the same chunks in "
+        "the same order take the in-context recipe.",
     )
     learn_contexts_after: int = Field(
         2,
@@ -151,15 +152,6 @@ class BlendServerSettings(BaseSettings):
             if "chunk_context" in self.model_fields_set:
                 raise ValueError("chunk_context=neighbours needs chunk_prefix=passages to replace")
             self.chunk_context = "passages"
-        return self
-
-    @model_validator(mode="after")
-    def _learning_needs_passages(self) -> BlendServerSettings:
-        if self.learn_contexts and self.chunk_prefix != "passages":
-            raise ValueError(
-                "learn_contexts=true needs chunk_prefix=passages: learnt companions take the "
-                f"place of its neutral passages (chunk_prefix is {self.chunk_prefix!r})"
-            )
         return self
 
     def blend_recipe(self, in_context: bool) -> Recipe:

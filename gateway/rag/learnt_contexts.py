@@ -2,17 +2,20 @@
 are precomputed in the background behind the companions they arrive with.
 
 Sent ``documents`` are precomputed behind the fixed prefix, so a blend of them needs the
-expensive cold recipe. When the same chunks arrive in the same order again and again, each is
-computed once more behind the chunks that stand before it in those requests (``ChunkCache``'s
-contextual precompute, replacing its stored entry) and that context is recorded. A later request
-whose every chunk stands where its KV was computed is blended with the cheaper in-context recipe
-(`Chunks.context` "learnt"); any other request keeps its recipe.
+expensive cold recipe. When the same chunks arrive in the same order again and again, they are
+computed once more as they stand in those requests: in one pass behind the head of the request
+that queued them, each behind the chunks before it (``ChunkCache.learn``, replacing their stored
+entries), and that context is recorded. Each entry then holds the KV a full prefill of such a
+prompt gives its chunk. A later request whose every chunk stands where its KV was computed is
+blended with the cheaper in-context recipe (`Chunks.context` "learnt"); any other request keeps
+its recipe.
 
-The work never delays a response: requests only count sightings (no I/O, no waiting), and the
-single background worker computes one chunk at a time and only while no request is being served,
-so live traffic goes first. Retrieved chunks are learnt only when the library has no neighbour
-contexts (then they are cold too): with neighbour contexts they already take the in-context
-recipe, and replacing their entries would be undone by the library's own refreshes.
+The work keeps out of responses' way: requests only count sightings (no I/O, no waiting), and
+the single background worker starts an arrangement only while no request is being served (a
+request that arrives meanwhile shares the engine with one prefill's work). Retrieved chunks are
+learnt only when the library has no neighbour contexts (then they are cold too): with neighbour
+contexts they already take the in-context recipe, and replacing their entries would be undone
+by the library's own refreshes.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from engine.chunk_cache import ChunkCache
@@ -50,12 +53,13 @@ class LearntContexts:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    def classify(self, chunks: Chunks, salt: str = "") -> Chunks:
+    def classify(self, chunks: Chunks, salt: str = "", head: Sequence[int] = ()) -> Chunks:
         """``chunks`` as ``learnt`` when every one stands where its KV was computed under the
-        chunk-KV ``salt``; else as they are, with a sighting counted when they are cold."""
+        chunk-KV ``salt``; else as they are, with a sighting counted when they are cold.
+        ``head``: the prompt's tokens before the first chunk (what learning computes behind)."""
         if len(chunks.token_ids) < 2:
-            return chunks  # the first chunk's learnt context is the fixed prefix: cold already
-        arrangement = Arrangement.of(chunks.token_ids, chunks.separator, salt)
+            return chunks  # a lone chunk has no companion to learn
+        arrangement = Arrangement.of(chunks.token_ids, chunks.separator, salt, head)
         if self.records.all_stand_in(arrangement):
             return replace(chunks, context="learnt")
         if chunks.context == "cold":
@@ -97,26 +101,20 @@ class LearntContexts:
                 LEARNT_CONTEXT_WORK.labels("done" if learnt else "failed").inc()
 
     async def _learn(self, job: Arrangement) -> bool:
-        """Compute each chunk of ``job`` not yet in its context behind the chunks before it,
-        replacing its stored entry, and record it; False if a chunk was not stored. The first
-        chunk's context is the fixed prefix: its stored entry is kept unless it was learnt
-        behind other chunks (the requests that counted it stored it behind the prefix)."""
-        for position, chunk in enumerate(job.chunks):
-            chunk_digest, context = job.digests[position], job.contexts[position]
-            if self.records.stands_in(chunk_digest, context):
-                continue
-            replace = position > 0 or chunk_digest in self.records
-            await self._until_idle()
-            stats = await self.chunk_cache.precompute(
-                list(chunk), job.companions(position), replace=replace, salt=job.salt
-            )
-            if stats is None or stats.fell_back or not stats.chunk_keys:
-                return False
-            key = stats.chunk_keys[0]
+        """Compute ``job``'s chunks behind its head in one pass, replacing their stored entries,
+        and record each one's context; False if a chunk was not stored."""
+        await self._until_idle()
+        chunks = [list(chunk) for chunk in job.chunks]
+        stats = await self.chunk_cache.learn(list(job.head), chunks, job.separator, job.salt)
+        if stats is None or stats.fell_back or len(stats.chunk_keys) != len(chunks):
+            return False
+        stored = True
+        for position, key in enumerate(stats.chunk_keys):
             if key in stats.evicted_keys:  # no room for it in the store
-                return False
-            self.records.record(chunk_digest, context, key)
-        return True
+                stored = False
+                continue
+            self.records.record(job.digests[position], job.contexts[position], key)
+        return stored
 
     async def _until_idle(self) -> None:
         while self.busy():

@@ -50,10 +50,19 @@ class Arrangement:
     salt: str = ""
     """The chunk-KV salt of the requests' project (`AppState.kv_salt`): one project's learnt
     contexts are never another's."""
+    head: tuple[int, ...] = ()
+    """The prompt's tokens before the first chunk (chat template, system prompt, earlier turns)
+    in the sighting that queued it, what learning computes the chunks behind. Not part of the
+    identity: a chat that resends its documents every turn has a longer head each time, and
+    KV learnt behind an earlier turn's head is still far closer than KV computed alone."""
 
     @classmethod
     def of(
-        cls, chunks: Sequence[Sequence[int]], separator: Sequence[int], salt: str = ""
+        cls,
+        chunks: Sequence[Sequence[int]],
+        separator: Sequence[int],
+        salt: str = "",
+        head: Sequence[int] = (),
     ) -> Arrangement:
         ids = tuple(tuple(chunk) for chunk in chunks)
         digests = tuple(digest(chunk, salt) for chunk in ids)
@@ -61,19 +70,12 @@ class Arrangement:
         for chunk_digest in digests:
             contexts.append(running.digest())
             running.update(chunk_digest)
-        return cls(ids, tuple(separator), digests, tuple(contexts), salt)
+        return cls(ids, tuple(separator), digests, tuple(contexts), salt, tuple(head))
 
     @property
     def key(self) -> Digest:
         """The arrangement's identity: its chunks in order (and their separator)."""
         return self.contexts[-1] + self.digests[-1] if self.digests else b""
-
-    def companions(self, position: int) -> list[list[int]] | None:
-        """Token ids of the chunks before ``position`` as they stand in the prompt (each with
-        its separator), what its KV is computed behind; None for the first chunk."""
-        if position == 0:
-            return None
-        return [[*chunk, *self.separator] for chunk in self.chunks[:position]]
 
 
 class LearningQueue:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from gateway.http.errors import APIError
 from gateway.openai.protocol import RetrievalOptions, SamplingFields
 from gateway.openai.ranking import ranking_for
-from gateway.rag.chunked_prompt import Chunks, document_chunks, stored_chunks
+from gateway.rag.chunked_prompt import ChunkedPrompt, Chunks, document_chunks, stored_chunks
 from gateway.state import AppState
 
 
@@ -20,7 +20,7 @@ async def request_chunks(
     documents = fields.document_texts
     if documents is not None:
         state.passages.remember(documents, state.kv_salt(project))
-        return _learnt(document_chunks(documents, state.tokenizer), state, project)
+        return document_chunks(documents, state.tokenizer)
     options = fields.retrieval
     if options is None and state.settings.retrieval_by_default and state.library is not None:
         options = RetrievalOptions()
@@ -46,12 +46,13 @@ async def request_chunks(
     ]
     chunks = stored_chunks([hit.token_ids for hit in hits], state.tokenizer)
     context = "library" if state.neighbour_contexts else "cold"
-    return _learnt(replace(chunks, sources=sources, context=context), state, project)
+    return replace(chunks, sources=sources, context=context)
 
 
-def _learnt(chunks: Chunks, state: AppState, project: str) -> Chunks:
-    """The chunks as learnt when they stand where their KV was learnt in `project`'s chunk-KV
-    salt (sightings counted)."""
-    if state.learnt_contexts is None:
+def learnt_chunks(chunks: Chunks, prompt: ChunkedPrompt, state: AppState, project: str) -> Chunks:
+    """``chunks``, placed in ``prompt``, as learnt when they stand where their KV was learnt in
+    `project`'s chunk-KV salt (sightings counted, with the prompt's head before them)."""
+    if state.learnt_contexts is None or not prompt.spans:
         return chunks
-    return state.learnt_contexts.classify(chunks, state.kv_salt(project))
+    head = prompt.token_ids[: prompt.spans[0].start]
+    return state.learnt_contexts.classify(chunks, state.kv_salt(project), head)

@@ -22,7 +22,7 @@ from gateway.rag.chunked_prompt import chat_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.pasted_prompt import pasted_chat, segmenting
 from gateway.rag.prompts import chat_prompt
-from gateway.rag.retrieval import request_chunks
+from gateway.rag.retrieval import learnt_chunks, request_chunks
 from gateway.state import CurrentState, Project, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
@@ -49,6 +49,7 @@ async def create_chat_completion(
     chunks = None if segment else await request_chunks(body, question, state, project)
     if chunks is not None:
         chunked = chat_with_chunks(body.messages, chunks, state.tokenizer, tools)
+        chunks = learnt_chunks(chunks, chunked, state, project)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
         prompt, sources, context = chunked.token_ids, chunks.sources, chunks.context
     elif segment:

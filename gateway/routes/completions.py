@@ -18,7 +18,7 @@ from gateway.rag.chunked_prompt import completion_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.pasted_prompt import pasted_completion, segmenting
 from gateway.rag.prompts import completion_prompts
-from gateway.rag.retrieval import request_chunks
+from gateway.rag.retrieval import learnt_chunks, request_chunks
 from gateway.state import CurrentState, Project, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
@@ -42,6 +42,7 @@ async def create_completion(
     chunks = None if text is None or segment else await request_chunks(body, text, state, project)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks, state.tokenizer)
+        chunks = learnt_chunks(chunks, chunked, state, project)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
         prompts, sources, context = [chunked.token_ids], chunks.sources, chunks.context
     elif text is not None and segment:

@@ -39,6 +39,8 @@ class Scenario:
     full: Reply
     replies: dict[str, Reply]
     stats: dict[str, Any]
+    pair_full: Reply | None = None
+    """Full prefill of the two-document prompt that ``ChunkCache.learn`` stores."""
 
 
 async def _ask(setup: Any, ids: list[int], plan: Any) -> Reply:
@@ -88,7 +90,21 @@ async def _scenario(setup: Any) -> Scenario:
     replies["contextual@1.0"] = await _ask(setup, prompt.token_ids, plan("blend", 1.0))
     stats["neutral_again"] = await cache.precompute(chunk, replace=True)
     replies["neutral_again"] = await _ask(setup, prompt.token_ids, plan("reuse"))
-    return Scenario(full, replies, stats)
+
+    # Two documents learnt as they stand right after the chat head: neither sits where
+    # stored chunks do, so both entries are moved there, and moved back when reused.
+    pair = document_chunks([documents[0], CHUNK_TEXT], tokenizer)
+    pair_prompt = chat_with_chunks([ChatMessage(role="user", content=QUESTION)], pair, tokenizer)
+    head = pair_prompt.token_ids[: pair_prompt.spans[0].start]
+    assert pair_prompt.spans[0].start != len(setup.prefix)
+    reuse_pair = BlendPlan(Recipe().choose(mode="reuse"), pair_prompt.spans)
+    pair_full = await _ask(setup, pair_prompt.token_ids, None)
+    for document in pair.token_ids:
+        await cache.precompute(document, replace=True)
+    replies["pair_cold"] = await _ask(setup, pair_prompt.token_ids, reuse_pair)
+    stats["pair_learnt"] = await cache.learn(head, pair.token_ids, pair.separator)
+    replies["pair_learnt"] = await _ask(setup, pair_prompt.token_ids, reuse_pair)
+    return Scenario(full, replies, stats, pair_full)
 
 
 @pytest.fixture(scope="module")
@@ -104,10 +120,11 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
         setup.engine.shutdown()
 
 
-def _gap(scenario: Scenario, name: str) -> float:
+def _gap(scenario: Scenario, name: str, full: Reply | None = None) -> float:
     """How far a reply's first-token distribution is from full prefill's. The KL is taken over
     full's top tokens only, so it can come out slightly negative: its size is the distance."""
-    return abs(divergence(scenario.full.first_token, scenario.replies[name].first_token))
+    reference = full or scenario.full
+    return abs(divergence(reference.first_token, scenario.replies[name].first_token))
 
 
 def test_a_chunk_precomputed_behind_its_real_context_reuses_like_full_prefill(
@@ -142,3 +159,13 @@ def test_replace_overwrites_the_entry_both_ways_and_reports_a_stored_chunk(
     again = scenario.replies["neutral_again"]
     assert again.answer == scenario.replies["neutral"].answer
     assert divergence(scenario.replies["neutral"].first_token, again.first_token) < 1e-3
+
+
+def test_learnt_documents_reuse_like_full_prefill_wherever_they_stand(scenario: Scenario) -> None:
+    full = scenario.pair_full
+    assert full is not None
+    learnt = scenario.stats["pair_learnt"]
+    assert (learnt.chunks_hit, learnt.chunks_missed, learnt.fell_back) == (0, 2, False)
+    assert scenario.replies["pair_learnt"].answer == full.answer
+    assert _gap(scenario, "pair_learnt", full) < 0.02
+    assert _gap(scenario, "pair_learnt", full) < 0.5 * _gap(scenario, "pair_cold", full)

@@ -38,17 +38,28 @@ def _work(server: Server, outcome: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
-def _ask(client: httpx.Client, server: Server, documents: list[str]) -> dict[str, Any]:
+def _reply(
+    client: httpx.Client, server: Server, documents: list[str], blend: dict[str, Any] | None = None
+) -> dict[str, Any]:
     body = {
         "model": server.model,
         "messages": [{"role": "user", "content": "Name one capital from the documents."}],
         "documents": documents,
-        "max_tokens": 8,
+        "max_tokens": 16,
         "temperature": 0,
+        **({"blend": blend} if blend else {}),
     }
     reply = client.post("/v1/chat/completions", json=body)
     assert reply.status_code == 200, reply.text
-    return reply.json()["blend"]
+    return reply.json()
+
+
+def _ask(client: httpx.Client, server: Server, documents: list[str]) -> dict[str, Any]:
+    return _reply(client, server, documents)["blend"]
+
+
+def _answer(reply: dict[str, Any]) -> str:
+    return reply["choices"][0]["message"]["content"]
 
 
 def _until_learnt(server: Server, done_before: float) -> None:
@@ -83,6 +94,22 @@ def test_documents_sent_again_and_again_take_the_in_context_recipe(learning: Ser
     # The same documents with other companions, or in another order, stay cold.
     assert reordered["context"] == joined["context"] == "cold"
     assert reordered["metric"] == joined["metric"] == "v"
+
+
+def test_learnt_chunks_reused_alone_answer_as_full_prefill(learning: Server) -> None:
+    """Learnt in one pass behind the request's own head, the stored KV is what a full prefill
+    of such a prompt computes: reused with nothing recomputed, it gives full prefill's answer
+    (tests/integration/test_contextual_precompute.py measures how close, against cold KV)."""
+    documents = _documents("Florin", "Guilder", "Gilead")
+    with learning.client() as client:
+        _learn(client, learning, documents)
+        learnt = _reply(client, learning, documents, {"mode": "reuse"})
+        full = _reply(client, learning, documents, {"mode": "full"})
+    assert learnt["blend"]["context"] == "learnt"
+    summary = learnt["blend"]
+    assert summary["chunks_hit"] == 3
+    assert summary["recomputed_tokens"] < summary["reused_tokens"] / 2
+    assert _answer(learnt) == _answer(full)
 
 
 def test_the_server_answers_while_it_learns(learning: Server) -> None:

@@ -33,10 +33,11 @@ def test_a_chunk_stands_in_the_context_of_the_chunks_before_it_in_order() -> Non
     assert arrangement(A, B, separator=()).contexts[1] != arrangement(A, B).contexts[1]
 
 
-def test_companions_are_the_chunks_before_as_they_stand_in_the_prompt() -> None:
-    abc = arrangement(A, B, C)
-    assert abc.companions(0) is None
-    assert abc.companions(2) == [[*A, *SEP], [*B, *SEP]]
+def test_the_head_is_carried_but_not_part_of_the_identity() -> None:
+    turn1 = Arrangement.of([A, B], SEP, head=[7, 7])
+    turn2 = Arrangement.of([A, B], SEP, head=[7, 7, 8, 8])
+    assert turn1.key == turn2.key and turn1.contexts == turn2.contexts
+    assert turn1.head == (7, 7) and turn2.head == (7, 7, 8, 8)
 
 
 def test_an_arrangement_is_queued_once_after_enough_sightings() -> None:
@@ -111,11 +112,12 @@ def test_cold_chunks_are_counted_and_learnt_ones_take_the_in_context_recipe() ->
         learnt = LearntContexts(None, lambda: False, after=2, capacity=8, queue_size=1)  # type: ignore[arg-type]
         sent = Chunks([A, B, C])
         queued_before = _counted("queued")
-        assert learnt.classify(sent).context == "cold"
-        assert learnt.classify(sent).context == "cold"
+        assert learnt.classify(sent, head=[7]).context == "cold"
+        assert learnt.classify(sent, head=[7, 8]).context == "cold"
         assert _counted("queued") == queued_before + 1
         job = learnt.queue.take()
         assert job is not None and list(job.chunks) == [tuple(A), tuple(B), tuple(C)]
+        assert job.head == (7, 8)  # learnt behind the head of the sighting that queued it
         for position in range(3):
             learnt.records.record(job.digests[position], job.contexts[position], f"k{position}")
         assert learnt.classify(sent).context == "learnt"
@@ -150,9 +152,7 @@ def test_the_recipe_and_summary_follow_the_chunks_context() -> None:
     assert blend_summary(plan, None, 40, 0, "learnt")["context"] == "learnt"
 
 
-def test_learning_needs_the_passages_prefix() -> None:
-    assert Settings(model="m", learn_contexts=True).learn_contexts
-    with pytest.raises(ValidationError, match="learn_contexts=true needs chunk_prefix=passages"):
-        Settings(model="m", learn_contexts=True, chunk_prefix="chat")
+def test_learning_takes_any_chunk_prefix() -> None:
+    assert Settings(model="m", learn_contexts=True, chunk_prefix="chat").learn_contexts
     with pytest.raises(ValidationError, match="learn_contexts_after"):
         Settings(model="m", learn_contexts_after=0)
