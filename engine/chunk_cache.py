@@ -9,7 +9,9 @@ A contextual precompute puts the chunks expected to stand before this one (its n
 library, chunks retrieved with it) in place of the prefix's neutral passages, cut or filled to
 exactly their length: the chunk's KV is computed behind the real kind of context it will follow,
 yet sits where a stored chunk always does (right after ``len(prefix)`` tokens), so entries and
-their re-rotation stay as they are.
+their re-rotation stay as they are. A learning request computes a whole arrangement of chunks
+in one pass, as they stand in a prompt after its head; each entry holds its chunk's KV moved to
+that same place, so reusing them where they were learnt is what a prefill computes.
 """
 
 from __future__ import annotations
