@@ -13,12 +13,12 @@ its ``--neighbours`` nearest other passages of the library by embedding, most si
 (``ChunkCache.precompute(chunk, context)``); ``learnt``, right before its item is asked, the
 item's passages computed in one pass behind its prompt's own head, each behind the passages
 before it (``ChunkCache.learn``), as the server's learnt contexts (``RAGBLEND_LEARN_CONTEXTS``)
-store repeated sent documents. Items run in batches
-(``--batch-items``): per batch each variant precomputes the batch's passages, replacing what the
-previous one stored, then asks every mode; full prefill does not depend on the variant and runs
-once. The report is rewritten
-after every batch, so a cut run keeps the batches it finished (``--resume`` runs the rest).
-Reports per variant and mode: F1, its paired gap to full with a 95% interval, agreement with
+store repeated sent documents. Items run in batches (``--batch-items``): per batch each variant
+precomputes the batch's passages, replacing what the previous one stored, then asks every mode
+(a mode written ``variant:mode``, as ``learnt:reuse``, only under that variant); full prefill
+does not depend on the variant and runs once. The report is rewritten after every batch, so a
+cut run keeps the batches it finished (``--resume`` runs the rest). Reports per variant and
+mode: F1, its paired gap to full with a 95% interval, agreement with
 full, and the gold passage's recall in the top k. Prompts, decoding and scores are
 ``quality.py``'s. With ``--dataset xsum`` nothing is retrieved: every article's chunks form the
 library (and each other's neighbours), each item keeps its own chunks in order, and the score is
@@ -93,15 +93,31 @@ async def evaluate(
     task: EvalTask = TASKS[args.dataset]
     head_len = len(chunk_prefix(setup.tokenizer, "chat"))
     cache = ChunkCache(setup.engine, setup.prefix, head_len)
-    specs = [parse_mode_spec(mode) for mode in args.modes]
+    specs = variant_specs(args.modes, args.variants)
     for start in range(len(records.get("full", [])), len(items), args.batch_items):
         batch = items[start : start + args.batch_items]
         for variant in args.variants:
             await precompute_variant(setup, cache, library, batch, variant, args.neighbours)
             learn = cache if variant == "learnt" else None
-            await ask_batch(setup, batch, start, variant, specs, records, task, learn)
+            await ask_batch(setup, batch, start, variant, specs[variant], records, task, learn)
         write_report(records, args)
     return records
+
+
+def variant_specs(modes: list[str], variants: list[str]) -> dict[str, list[Any]]:
+    """Per variant, the mode specs asked under it: every mode, but one written
+    ``variant:mode`` (``learnt:reuse``) only under that variant."""
+    chosen: dict[str, list[Any]] = {variant: [] for variant in variants}
+    for mode in modes:
+        scope, _, name = mode.rpartition(":")
+        if scope and scope not in chosen:
+            raise SystemExit(f"{mode!r}: {scope!r} is not one of --variants {variants}")
+        spec = parse_mode_spec(name)
+        if scope and spec.mode == "full":
+            raise SystemExit(f"{mode!r}: full prefill does not depend on the variant")
+        for variant in [scope] if scope else variants:
+            chosen[variant].append(spec)
+    return chosen
 
 
 async def ask_batch(
