@@ -54,7 +54,8 @@ class Arrangement:
     """The prompt's tokens before the first chunk (chat template, system prompt, earlier turns)
     in the sighting that queued it, what learning computes the chunks behind. Not part of the
     identity: a chat that resends its documents every turn has a longer head each time, and
-    KV learnt behind an earlier turn's head is still far closer than KV computed alone."""
+    KV learnt behind an earlier turn's head still holds the chunks' attention to each other
+    (how close it then stays to full prefill is not measured)."""
 
     @classmethod
     def of(
