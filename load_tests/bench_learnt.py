@@ -1,5 +1,5 @@
-"""TTFT of repeated sent documents on the real server: cold recipe, learnt contexts, library
-chunks, full prefill.
+"""TTFT of repeated sent documents on the real server: cold recipe, learnt contexts (behind the
+same head or another), library chunks, full prefill.
 
     python -m load_tests.bench_learnt [--model qwen2.5-coder-0.5b-instruct] [--trials 3]
         [--documents 6] [--document-tokens 500]
@@ -13,9 +13,12 @@ documents x document-tokens tokens of plain pseudo-English) to /v1/chat/completi
    fixed prefix (not timed as a mode: it pays for storing);
 2. ``cold``: the second sighting, blended from those entries with the cold recipe; it queues the
    set for learning, and the bench waits until the background worker has learnt it;
-3. ``learnt``: the third sighting, blended with the in-context recipe;
-4. ``full``: ``blend.mode=full``, a plain prefill of the same prompt;
-5. ``library``: as many documents of the same length, other text (the sent ones would be
+3. ``exact``: the third sighting, behind the head the set was learnt behind: its chunks' KV
+   is what a prefill computes, reused with nothing recomputed;
+4. ``learnt``: the same documents behind another head (a system message), blended with the
+   in-context recipe;
+5. ``full``: ``blend.mode=full``, a plain prefill of the first prompt;
+6. ``library``: as many documents of the same length, other text (the sent ones would be
    recognised as the learnt arrangement), ingested into the library (one chunk each:
    ``RAGBLEND_CHUNK_TOKENS`` is set above the document length) and, once their chunk KV is
    cached behind their neighbours, asked through ``retrieval`` restricted to them: a prompt of
@@ -44,7 +47,9 @@ from load_tests.replica_launcher import Replica, running_replicas
 from load_tests.report import format_grid, output_path, scratch
 from load_tests.stats import ttft_trials
 
-MODES = ("cold", "learnt", "library", "full")
+MODES = ("cold", "exact", "learnt", "library", "full")
+OTHER_HEAD = "Answer in a few words."
+"""The system message of mode ``learnt``: a head other than the one the set was learnt behind."""
 CACHE_WAIT_S = 900
 LIBRARY_SEEDS = 10_000
 """Seeds of the library mode's documents start here, clear of the sent ones'."""
@@ -60,9 +65,11 @@ def documents_text(tokenizer: Any, count: int, tokens: int, seed: int) -> list[s
 def ask(client: httpx.Client, documents: list[str], mode: str, trial: int) -> tuple[float, str]:
     """One token over ``documents`` (the ids of library documents in mode ``library``); the
     seconds it took and the context the server reported."""
+    question = {"role": "user", "content": f"Trial {trial}: which plan was approved?"}
+    head = [{"role": "system", "content": OTHER_HEAD}] if mode == "learnt" else []
     body: dict[str, Any] = {
         "model": "bench",
-        "messages": [{"role": "user", "content": f"Trial {trial}: which plan was approved?"}],
+        "messages": [*head, question],
         "max_tokens": 1,
         "temperature": 0,
     }
@@ -121,12 +128,14 @@ def run_trial(
     timings["store"], _ = ask(client, documents, "cold", trial)
     timings["cold"], cold = ask(client, documents, "cold", trial)
     learn_s = until_learnt(replica, done)
+    timings["exact"], exact = ask(client, documents, "exact", trial)
     timings["learnt"], learnt = ask(client, documents, "learnt", trial)
     timings["full"], _ = ask(client, documents, "full", trial)
     ids = ingest_cached(client, library_documents, trial)
     timings["library"], library = ask(client, ids, "library", trial)
-    if (cold, learnt, library) != ("cold", "learnt", "library"):
-        raise RuntimeError(f"trial {trial}: contexts {cold!r}, {learnt!r}, {library!r} reported")
+    contexts = (cold, exact, learnt, library)
+    if contexts != ("cold", "exact", "learnt", "library"):
+        raise RuntimeError(f"trial {trial}: contexts {contexts} reported")
     print(f"  trial {trial}: {timings} learnt in {learn_s:.1f}s", file=sys.stderr)
     return {"timings": timings, "learn_s": learn_s}
 

@@ -58,8 +58,9 @@ CHUNK_CONTEXT_REFRESHES = Counter(
 BLEND_CHUNK_CONTEXTS = Counter(
     "ragblend_blend_chunk_contexts_total",
     "Chunks of blended requests by the context their stored KV was computed in: `cold` (behind "
-    "the fixed prefix), `library` (behind library neighbours) or `learnt` (behind the "
-    "companions they arrived with, learnt from traffic).",
+    "the fixed prefix), `library` (behind library neighbours), `learnt` (behind the "
+    "companions they arrived with, learnt from traffic) or `exact` (learnt behind this very "
+    "prompt's head too).",
     ["context"],
 )
 LEARNT_CONTEXT_WORK = Counter(

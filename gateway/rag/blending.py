@@ -19,11 +19,16 @@ def blend_plan(
 ) -> BlendPlan:
     """The plan of a prompt whose chunks' KV was computed in ``context``: behind the fixed
     prefix (``cold``), or behind text like what stands before them here (``library``
-    neighbours, ``learnt`` companions), which takes the in-context recipe; the request's options
-    over it, resolved whole here. Without ``blending`` (the engine cannot blend this model)
-    every request is a full prefill."""
+    neighbours, ``learnt`` companions), which takes the in-context recipe, or exactly as a
+    prefill of this prompt computes it (``exact``), which is reused with nothing recomputed
+    unless the request chooses a recipe; the request's options over it, resolved whole here.
+    Without ``blending`` (the engine cannot blend this model) every request is a full
+    prefill."""
     options = options or BlendOptions()
-    mode = options.mode if blending else "full"
+    chosen = (options.mode, options.recompute_ratio, options.metric) != (None, None, None)
+    mode = options.mode or (None if chosen or context != "exact" else "reuse")
+    if not blending:
+        mode = "full"
     recipe = settings.blend_recipe(context != "cold").choose(
         mode=mode, recompute_ratio=options.recompute_ratio, metric=options.metric
     )

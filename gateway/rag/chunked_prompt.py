@@ -20,7 +20,7 @@ from gateway.rag.context_passages import CONTEXT_PASSAGES
 
 CHUNK_SEPARATOR = "\n\n"
 PrefixKind = Literal["plain", "chat", "passages"]
-ChunkContext = Literal["cold", "library", "learnt"]
+ChunkContext = Literal["cold", "library", "learnt", "exact"]
 _SENTINEL = "\u2063ragblend-documents\u2063"
 
 
@@ -40,8 +40,9 @@ class Chunks:
     """What retrieval used (document id, chunk index, score); None for sent documents."""
     context: ChunkContext = "cold"
     """What the chunks' stored KV was computed behind: the fixed prefix (``cold``), library
-    neighbours (``library``), or the chunks before each one here (``learnt``). The last two
-    take the in-context blend recipe."""
+    neighbours (``library``), the chunks before each one here (``learnt``), which take the
+    in-context blend recipe, or this prompt's own head and the chunks before each one
+    (``exact``: what a prefill computes, reused with nothing recomputed)."""
 
 
 def completion_head(tokenizer: Any) -> list[int]:

@@ -7,8 +7,9 @@ computed once more as they stand in those requests: in one pass behind the head 
 that queued them, each behind the chunks before it (``ChunkCache.learn``, replacing their stored
 entries), and that context is recorded. Each entry then holds the KV a full prefill of such a
 prompt gives its chunk. A later request whose every chunk stands where its KV was computed is
-blended with the cheaper in-context recipe (`Chunks.context` "learnt"); any other request keeps
-its recipe.
+blended with the cheaper in-context recipe (`Chunks.context` "learnt"), or, when its head is
+also the one they were learnt behind, reuses them with nothing recomputed ("exact"); any other
+request keeps its recipe.
 
 The work keeps out of responses' way: requests only count sightings (no I/O, no waiting), and
 the single background worker starts an arrangement only while no request is being served (a
@@ -61,7 +62,8 @@ class LearntContexts:
             return chunks  # a lone chunk has no companion to learn
         arrangement = Arrangement.of(chunks.token_ids, chunks.separator, salt, head)
         if self.records.all_stand_in(arrangement):
-            return replace(chunks, context="learnt")
+            exact = self.records.learnt_behind(arrangement)
+            return replace(chunks, context="exact" if exact else "learnt")
         if chunks.context == "cold":
             outcome = self.queue.observe(arrangement)
             if outcome in ("queued", "dropped"):
@@ -113,7 +115,7 @@ class LearntContexts:
             if key in stats.evicted_keys:  # no room for it in the store
                 stored = False
                 continue
-            self.records.record(job.digests[position], job.contexts[position], key)
+            self.records.record(job.digests[position], job.contexts[position], key, job.head_digest)
         return stored
 
     async def _until_idle(self) -> None:

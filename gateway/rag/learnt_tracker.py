@@ -74,6 +74,10 @@ class Arrangement:
         return cls(ids, tuple(separator), digests, tuple(contexts), salt, tuple(head))
 
     @property
+    def head_digest(self) -> Digest:
+        return digest(self.head, self.salt)
+
+    @property
     def key(self) -> Digest:
         """The arrangement's identity: its chunks in order (and their separator)."""
         return self.contexts[-1] + self.digests[-1] if self.digests else b""
@@ -127,19 +131,20 @@ class LearningQueue:
 
 
 class ContextRecords:
-    """Per chunk digest: the context digest its stored KV was computed in, and the store key it
-    lies under (LRU-bounded; a forgotten chunk only loses its in-context recipe)."""
+    """Per chunk digest: the context digest its stored KV was computed in, the digest of the
+    head it was computed behind, and the store key it lies under (LRU-bounded; a forgotten
+    chunk only loses its in-context recipe)."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
-        self._contexts: OrderedDict[Digest, tuple[Digest, str]] = OrderedDict()
+        self._contexts: OrderedDict[Digest, tuple[Digest, str, Digest]] = OrderedDict()
         self._by_key: dict[str, Digest] = {}
 
-    def record(self, chunk: Digest, context: Digest, key: str) -> None:
+    def record(self, chunk: Digest, context: Digest, key: str, head: Digest = b"") -> None:
         self._drop(chunk)
-        self._contexts[chunk] = (context, key)
+        self._contexts[chunk] = (context, key, head)
         self._by_key[key] = chunk
         while len(self._contexts) > self.capacity:
             self._drop(next(iter(self._contexts)))
@@ -155,6 +160,12 @@ class ContextRecords:
     def all_stand_in(self, arrangement: Arrangement) -> bool:
         pairs = zip(arrangement.digests, arrangement.contexts, strict=True)
         return bool(arrangement.digests) and all(self.stands_in(*pair) for pair in pairs)
+
+    def learnt_behind(self, arrangement: Arrangement) -> bool:
+        """Whether every chunk of ``arrangement`` (all standing in their contexts) was learnt
+        behind its very head: then the stored KV is what a prefill of the prompt computes."""
+        head = arrangement.head_digest
+        return all(self._contexts[chunk][2] == head for chunk in arrangement.digests)
 
     def forget_keys(self, keys: Iterable[str]) -> None:
         """Entries that left the chunk store: a later store of them is not the learnt KV."""

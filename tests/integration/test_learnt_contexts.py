@@ -39,11 +39,16 @@ def _work(server: Server, outcome: str) -> float:
 
 
 def _reply(
-    client: httpx.Client, server: Server, documents: list[str], blend: dict[str, Any] | None = None
+    client: httpx.Client,
+    server: Server,
+    documents: list[str],
+    blend: dict[str, Any] | None = None,
+    system: str | None = None,
 ) -> dict[str, Any]:
+    head = [] if system is None else [{"role": "system", "content": system}]
     body = {
         "model": server.model,
-        "messages": [{"role": "user", "content": "Name one capital from the documents."}],
+        "messages": [*head, {"role": "user", "content": "Name one capital from the documents."}],
         "documents": documents,
         "max_tokens": 16,
         "temperature": 0,
@@ -54,8 +59,10 @@ def _reply(
     return reply.json()
 
 
-def _ask(client: httpx.Client, server: Server, documents: list[str]) -> dict[str, Any]:
-    return _reply(client, server, documents)["blend"]
+def _ask(
+    client: httpx.Client, server: Server, documents: list[str], system: str | None = None
+) -> dict[str, Any]:
+    return _reply(client, server, documents, system=system)["blend"]
 
 
 def _answer(reply: dict[str, Any]) -> str:
@@ -84,32 +91,40 @@ def test_documents_sent_again_and_again_take_the_in_context_recipe(learning: Ser
     with learning.client() as client:
         first, second = _learn(client, learning, documents)
         third = _ask(client, learning, documents)
+        other_head = _ask(client, learning, documents, system="Answer in one word.")
         reordered = _ask(client, learning, [documents[1], documents[0], documents[2]])
         joined = _ask(client, learning, [*documents, *_documents("Balnibarbi")])
     assert first["context"] == second["context"] == "cold"
     assert first["metric"] == "v"
-    assert third["context"] == "learnt" and third["metric"] == "probe"
+    # Behind the head they were learnt behind, the chunks' KV is exact: nothing recomputed.
+    assert third["context"] == "exact" and third["mode"] == "reuse"
     assert third["chunks_hit"] == 3 and third["chunks_missed"] == 0
     assert third["reused_tokens"] > 0
+    # Behind another head (a system prompt), the in-context recipe.
+    assert other_head["context"] == "learnt" and other_head["metric"] == "probe"
+    assert other_head["chunks_hit"] == 3
     # The same documents with other companions, or in another order, stay cold.
     assert reordered["context"] == joined["context"] == "cold"
     assert reordered["metric"] == joined["metric"] == "v"
 
 
-def test_learnt_chunks_reused_alone_answer_as_full_prefill(learning: Server) -> None:
+def test_exact_chunks_reused_alone_answer_as_full_prefill(learning: Server) -> None:
     """Learnt in one pass behind the request's own head, the stored KV is what a full prefill
     of such a prompt computes: reused with nothing recomputed, it gives full prefill's answer
     (tests/integration/test_contextual_precompute.py measures how close, against cold KV)."""
     documents = _documents("Florin", "Guilder", "Gilead")
     with learning.client() as client:
         _learn(client, learning, documents)
-        learnt = _reply(client, learning, documents, {"mode": "reuse"})
+        exact = _reply(client, learning, documents)
         full = _reply(client, learning, documents, {"mode": "full"})
-    assert learnt["blend"]["context"] == "learnt"
-    summary = learnt["blend"]
+        asked = _reply(client, learning, documents, {"recompute_ratio": 0.3})["blend"]
+    # A request that chooses its recipe gets it, here the in-context one at its own ratio.
+    assert asked["mode"] == "blend" and asked["metric"] == "probe"
+    assert exact["blend"]["context"] == "exact" and exact["blend"]["mode"] == "reuse"
+    summary = exact["blend"]
     assert summary["chunks_hit"] == 3
     assert summary["recomputed_tokens"] < summary["reused_tokens"] / 2
-    assert _answer(learnt) == _answer(full)
+    assert _answer(exact) == _answer(full)
 
 
 def test_the_server_answers_while_it_learns(learning: Server) -> None:
@@ -124,7 +139,7 @@ def test_the_server_answers_while_it_learns(learning: Server) -> None:
             assert _ask(client, learning, _documents(place, "Zenda"))["context"] == "cold"
             assert httpx.get(f"{learning.url}/health").status_code == 200
         _until_learnt(learning, done)
-        assert _ask(client, learning, documents)["context"] == "learnt"
+        assert _ask(client, learning, documents)["context"] == "exact"
 
 
 def test_without_learning_documents_stay_cold(server: Server) -> None:

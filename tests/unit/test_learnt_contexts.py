@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from engine.contract import ChunkSpan
 from gateway.http.metrics import LEARNT_CONTEXT_WORK
+from gateway.openai.protocol import BlendOptions
 from gateway.rag.blending import blend_plan, blend_summary
 from gateway.rag.chunked_prompt import ChunkedPrompt, Chunks
 from gateway.rag.learnt_contexts import LearntContexts
@@ -122,6 +123,11 @@ def test_cold_chunks_are_counted_and_learnt_ones_take_the_in_context_recipe() ->
             learnt.records.record(job.digests[position], job.contexts[position], f"k{position}")
         assert learnt.classify(sent).context == "learnt"
         assert learnt.classify(Chunks([A, C, B])).context == "cold"
+        for position in range(3):  # learnt behind the head of the sighting that queued them
+            digests = job.digests[position], job.contexts[position]
+            learnt.records.record(*digests, f"k{position}", job.head_digest)
+        assert learnt.classify(sent, head=[7, 8]).context == "exact"
+        assert learnt.classify(sent, head=[7]).context == "learnt"
         assert learnt.classify(sent, salt="another project").context == "cold"
         learnt.forget(["k1"])
         assert learnt.classify(sent).context == "cold"
@@ -144,10 +150,14 @@ def test_the_recipe_and_summary_follow_the_chunks_context() -> None:
     prompt = ChunkedPrompt(list(range(40)), (ChunkSpan(2, 20), ChunkSpan(20, 38)))
     recipes = {
         context: blend_plan(prompt, None, settings, blending=True, context=context).recipe
-        for context in ("cold", "library", "learnt")
+        for context in ("cold", "library", "learnt", "exact")
     }
     assert recipes["learnt"] == recipes["library"] != recipes["cold"]
     assert recipes["learnt"].recompute_ratio == settings.blend_in_context_ratio
+    assert (recipes["exact"].mode, recipes["exact"].ratio) == ("reuse", 0.0)
+    chosen = blend_plan(prompt, BlendOptions(metric="v"), settings, True, "exact").recipe
+    assert chosen == recipes["learnt"].choose(metric="v")
+    assert blend_plan(prompt, None, settings, blending=False, context="exact").recipe.mode == "full"
     plan = blend_plan(prompt, None, settings, blending=True, context="learnt")
     assert blend_summary(plan, None, 40, 0, "learnt")["context"] == "learnt"
 
