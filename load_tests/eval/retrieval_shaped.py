@@ -13,9 +13,11 @@ its ``--neighbours`` nearest other passages of the library by embedding, most si
 (``ChunkCache.precompute(chunk, context)``); ``learnt``, right before its item is asked, the
 item's passages computed in one pass behind its prompt's own head, each behind the passages
 before it (``ChunkCache.learn``), as the server's learnt contexts (``RAGBLEND_LEARN_CONTEXTS``)
-store repeated sent documents. Items run in batches (``--batch-items``): per batch each variant
-precomputes the batch's passages, replacing what the previous one stored, then asks every mode
-(a mode written ``variant:mode``, as ``learnt:reuse``, only under that variant); full prefill
+store repeated sent documents; ``learnt_elsewhere``, the same but behind the head of that prompt
+with a system message, as a server serves a set learnt behind another request's head. Items run
+in batches (``--batch-items``): per batch each variant precomputes the batch's passages,
+replacing what the previous one stored, then asks every mode (a mode written ``variant:mode``,
+as ``learnt:reuse``, only under that variant); full prefill
 does not depend on the variant and runs once. The report is rewritten after every batch, so a
 cut run keeps the batches it finished (``--resume`` runs the rest). Reports per variant and
 mode: F1, its paired gap to full with a 95% interval, agreement with
@@ -42,7 +44,10 @@ from load_tests.eval.strategies import parse_mode_spec
 from load_tests.eval.tasks import TASKS, EvalTask
 from load_tests.report import output_path, scratch
 
-VARIANTS = ("passages", "neighbours", "learnt")
+VARIANTS = ("passages", "neighbours", "learnt", "learnt_elsewhere")
+LEARNT = ("learnt", "learnt_elsewhere")
+OTHER_SYSTEM = "You answer questions from the documents you are given."
+"""The system message of the head ``learnt_elsewhere`` learns behind (the asked prompt has none)."""
 
 
 async def precompute_variant(
@@ -52,7 +57,7 @@ async def precompute_variant(
     (``learnt`` stores each item's passages when it is asked: `learn_item`)."""
     from gateway.rag.chunked_prompt import document_chunks
 
-    if variant == "learnt":
+    if variant in LEARNT:
         return
     used = list(dict.fromkeys(doc for item in items for doc in item.documents))
     position = {text: pid for pid, text in enumerate(library.passages)}
@@ -98,10 +103,27 @@ async def evaluate(
         batch = items[start : start + args.batch_items]
         for variant in args.variants:
             await precompute_variant(setup, cache, library, batch, variant, args.neighbours)
-            learn = cache if variant == "learnt" else None
+            learn = cache if variant in LEARNT else None
             await ask_batch(setup, batch, start, variant, specs[variant], records, task, learn)
         write_report(records, args)
     return records
+
+
+def other_head(setup: Any, task: EvalTask, item: Any) -> list[int]:
+    """The head of the item's prompt with a system message: what ``learnt_elsewhere`` learns
+    behind, as a server learns a set behind one request's head and serves it behind another's."""
+    from gateway.openai.protocol import ChatMessage
+    from gateway.rag.chunked_prompt import chat_with_chunks, document_chunks
+
+    if not task.chat:
+        raise SystemExit("learnt_elsewhere needs a chat task")
+    messages = [
+        ChatMessage(role="system", content=OTHER_SYSTEM),
+        ChatMessage(role="user", content=task.prompt_text(item)),
+    ]
+    chunks = document_chunks(item.documents, setup.tokenizer)
+    placed = chat_with_chunks(messages, chunks, setup.tokenizer)
+    return placed.token_ids[: placed.spans[0].start]
 
 
 def variant_specs(modes: list[str], variants: list[str]) -> dict[str, list[Any]]:
@@ -135,7 +157,10 @@ async def ask_batch(
     for index, item in enumerate(batch, start):
         ids, spans = prompt(setup, task, item)
         if learn is not None:
-            await learn_item(setup, learn, item, ids[: spans[0].start])
+            head = ids[: spans[0].start]
+            if variant == "learnt_elsewhere":
+                head = other_head(setup, task, item)
+            await learn_item(setup, learn, item, head)
         for spec in specs:
             name = spec.name if spec.mode == "full" else f"{variant}:{spec.name}"
             if name in records and len(records[name]) > index:
