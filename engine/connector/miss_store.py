@@ -51,9 +51,13 @@ class MissStore:
         for capture in captures:
             if job.plan.replace_stored:  # tiers that keep an existing entry must drop it first
                 self.store.delete(capture.key)
-            self.store.put(capture.key, self._at_prefix_end(decoder, capture))
+            where_computed = job.right_behind(self.prefix, capture.start)
+            entry = self._at_prefix_end(decoder, capture) if where_computed else capture.entry()
+            self.store.put(capture.key, entry)
 
     def _at_prefix_end(self, decoder: VllmDecoder, capture: Capture) -> ChunkKV:
+        """A chunk computed where it stands in the job's prompt, its keys moved to where the
+        prefix ends (those computed behind the prefix are there already)."""
         entry = capture.entry()
         shift = len(self.prefix) - capture.start
         if shift == 0:
