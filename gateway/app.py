@@ -24,6 +24,7 @@ from gateway.http.library_metrics import LIBRARY_PROGRESS
 from gateway.http.limits import RequestLimits
 from gateway.http.metrics import RequestCounter
 from gateway.http.project_storage import PROJECT_STORAGE
+from gateway.http.shutdown import CloseConnectionsWhenStopping
 from gateway.http.store_metrics import CHUNK_STORE
 from gateway.rag.chunk_context import NeighbourContext
 from gateway.rag.chunked_prompt import chunk_prefix
@@ -92,6 +93,7 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
     app.add_middleware(RequestLimits, settings=settings, keys=state.keys)
     app.add_middleware(ContainUnexpectedErrors)
     app.add_middleware(RequestCounter)
+    app.add_middleware(CloseConnectionsWhenStopping, shutdown=state.shutdown)
     install_error_handlers(app)
     openai_routes = (files, vector_stores, vector_store_files, responses)
     vllm_routes = (embeddings, tokenize, version)

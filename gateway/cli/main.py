@@ -106,7 +106,6 @@ def _serve(settings: Settings) -> int:
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level,
-            timeout_graceful_shutdown=settings.shutdown_timeout,
         )
         GracefulServer(config, app.state.ragblend.shutdown).run()
     state = app.state.ragblend

@@ -1,9 +1,13 @@
-"""Stop with a deadline: on SIGTERM the server stops accepting connections and lets open requests
-finish until ``RAGBLEND_SHUTDOWN_TIMEOUT``; just before it, open streams end with an error event and
-``[DONE]``, waiting requests get a 503, and their generations are aborted.
+"""Stop with a deadline: on SIGTERM the server first drains kept-alive connections (every response
+says ``Connection: close``, ``/health`` says it is stopping), then stops accepting connections and
+lets open requests finish until ``RAGBLEND_SHUTDOWN_TIMEOUT`` (counted from the signal); just
+before it, open streams end with an error event and ``[DONE]``, waiting requests get a 503, and
+their generations are aborted.
 
-uvicorn alone would wait for the requests and then cancel them mid-response at the timeout, so a
-stream would be cut with no error; ``GracefulServer`` tells the app when the signal arrives.
+uvicorn alone would close idle kept-alive connections at once, under a request a client may be
+sending on one (it sees the server disconnect without a response), and would cancel open requests
+mid-response at the timeout, so a stream would be cut with no error. ``GracefulServer`` tells the
+app when the signal arrives and holds uvicorn's own stop for the drain.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from types import FrameType
 from typing import TypeVar
 
 import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.http.errors import APIError
 
@@ -25,6 +30,11 @@ T = TypeVar("T")
 MARGIN_SECONDS = 1.0
 """Streams end this long (or a quarter of the timeout, if less) before uvicorn's own deadline,
 leaving time to send their last events."""
+
+DRAIN_SECONDS = 2.0
+"""After the signal the server keeps its connections this long (or a quarter of the timeout, if
+less), answering with ``Connection: close``: a client sending on a kept-alive connection is told to
+reconnect (elsewhere, behind a balancer) rather than finding the connection closed under it."""
 
 
 class Shutdown:
@@ -38,6 +48,10 @@ class Shutdown:
     @property
     def grace_s(self) -> float:
         return max(0.0, self.timeout_s - min(MARGIN_SECONDS, self.timeout_s / 4))
+
+    @property
+    def drain_s(self) -> float:
+        return min(DRAIN_SECONDS, self.timeout_s / 4)
 
     def begin(self) -> None:
         """Start the countdown; call on the event loop (the first call counts)."""
@@ -83,19 +97,57 @@ async def until_deadline(
             await items.aclose()
 
 
+class CloseConnectionsWhenStopping:
+    """ASGI middleware: once the shutdown has begun, every response carries ``Connection: close``
+    (uvicorn then closes the connection after it, and the client opens a new one)."""
+
+    def __init__(self, app: ASGIApp, shutdown: Shutdown) -> None:
+        self.app = app
+        self.shutdown = shutdown
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_closing(message: Message) -> None:
+            if message["type"] == "http.response.start" and self.shutdown.begun:
+                headers = [*message.get("headers", []), (b"connection", b"close")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_closing)
+
+
 class GracefulServer(uvicorn.Server):
-    """uvicorn's server, which also begins the app's ``Shutdown`` when a stop signal arrives."""
+    """uvicorn's server: a stop signal begins the app's ``Shutdown`` at once and uvicorn's own
+    stop (no new connections, idle ones closed) after the drain. A second signal skips the rest of
+    the drain; a third SIGINT forces the exit, as in uvicorn."""
 
     def __init__(self, config: uvicorn.Config, shutdown: Shutdown) -> None:
+        config.timeout_graceful_shutdown = shutdown.timeout_s - shutdown.drain_s
         super().__init__(config)
         self.shutdown_of_app = shutdown
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.draining = False
+        self.end_of_drain: asyncio.TimerHandle | None = None
 
     async def serve(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
         self.loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(self.shutdown_of_app.begin)
-        super().handle_exit(sig, frame)
+        if self.loop is None or self.draining:
+            if self.end_of_drain is not None:
+                self.end_of_drain.cancel()
+            super().handle_exit(sig, frame)
+            return
+        self.draining = True
+        self.loop.call_soon_threadsafe(self._drain_then_exit, sig)
+
+    def _drain_then_exit(self, sig: int) -> None:
+        self.shutdown_of_app.begin()
+        if not self.should_exit:  # no second signal came meanwhile
+            self.end_of_drain = asyncio.get_running_loop().call_later(
+                self.shutdown_of_app.drain_s, super().handle_exit, sig, None
+            )

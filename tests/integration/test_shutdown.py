@@ -1,5 +1,6 @@
 """SIGTERM with open requests: they run until the shutdown deadline, then the stream ends with an
-error event and ``[DONE]``, the waiting request gets a 503, and the server exits."""
+error event and ``[DONE]``, the waiting request gets a 503, and the server exits. A client's
+kept-alive connection is still answered just after the signal, and told to close."""
 
 from __future__ import annotations
 
@@ -47,6 +48,16 @@ def _wait_for_in_flight(server: Server, count: int) -> None:
     pytest.fail(f"{count} requests never were in flight")
 
 
+def _health_once_stopping(client: httpx.Client) -> httpx.Response:
+    """``/health`` on ``client``'s kept-alive connection once the server has seen the signal."""
+    for _ in range(50):
+        reply = client.get("/health")
+        if reply.status_code != 200:
+            return reply
+        time.sleep(0.01)
+    pytest.fail("the server never said it was shutting down")
+
+
 def test_sigterm_ends_open_requests_at_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -62,6 +73,7 @@ def test_sigterm_ends_open_requests_at_the_deadline(
         thread = threading.Thread(target=non_streamed)
         thread.start()
         with (
+            server.client() as kept_alive,
             server.client() as client,
             client.stream("POST", "/v1/completions", json=_long_request(server, True)) as reply,
         ):
@@ -69,7 +81,9 @@ def test_sigterm_ends_open_requests_at_the_deadline(
             lines = reply.iter_lines()
             first = next(line for line in lines if line)
             _wait_for_in_flight(server, 2)
+            assert kept_alive.get("/health").json()["status"] == "ready"
             server.process.send_signal(signal.SIGTERM)
+            stopping = _health_once_stopping(kept_alive)
             events = [first, *(line for line in lines if line)]
         thread.join()
         server.process.wait(timeout=60)
@@ -81,5 +95,7 @@ def test_sigterm_ends_open_requests_at_the_deadline(
     reply = waiting["reply"]
     assert reply.status_code == 503
     assert reply.json()["error"]["code"] == "server_shutting_down"
+    assert (stopping.status_code, stopping.json()["status"]) == (503, "shutting down")
+    assert stopping.headers["connection"] == "close"
     log = server.log.read_text()
     assert "timeout graceful shutdown exceeded" not in log  # ended by the app, not cut by uvicorn

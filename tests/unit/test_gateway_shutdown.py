@@ -1,20 +1,28 @@
-"""Streams always end with an error event then ``[DONE]``; the shutdown deadline ends them."""
+"""Streams always end with an error event then ``[DONE]``; the shutdown deadline ends them; a stop
+signal drains kept-alive connections before uvicorn closes them."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
 import pytest
+import uvicorn
 from vllm import SamplingParams
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from gateway.http.errors import APIError
 from gateway.http.serving import DONE, PreparedRequest, _events, served_error
-from gateway.http.shutdown import Shutdown, until_deadline
+from gateway.http.shutdown import (
+    CloseConnectionsWhenStopping,
+    GracefulServer,
+    Shutdown,
+    until_deadline,
+)
 from gateway.openai.protocol import CompletionRequest
 from gateway.rag.generation import Generation
 from gateway.routes.completions import CompletionFormat
@@ -107,3 +115,67 @@ async def test_an_error_before_the_first_delta_ends_the_stream_with_an_event_and
 )
 def test_served_errors(exc: Exception, status: int) -> None:
     assert served_error(exc).status == status
+
+
+async def test_a_stop_signal_drains_before_uvicorn_stops() -> None:
+    """The app's shutdown begins at the signal; uvicorn's stop (listener and idle kept-alive
+    connections closed) only after the drain, so uvicorn's deadline is the rest of the timeout."""
+    shutdown = Shutdown(timeout_s=0.4)
+    server = GracefulServer(uvicorn.Config(_no_app), shutdown)
+    assert server.config.timeout_graceful_shutdown == pytest.approx(0.3)
+    server.loop = asyncio.get_running_loop()
+    server.handle_exit(signal.SIGTERM, None)
+    await asyncio.sleep(0.01)
+    assert shutdown.begun and not server.should_exit
+    await asyncio.sleep(shutdown.drain_s)
+    assert server.should_exit and not server.force_exit
+
+
+async def test_a_second_signal_ends_the_drain_at_once() -> None:
+    shutdown = Shutdown(timeout_s=8.0)
+    server = GracefulServer(uvicorn.Config(_no_app), shutdown)
+    server.loop = asyncio.get_running_loop()
+    server.handle_exit(signal.SIGINT, None)
+    await asyncio.sleep(0.01)
+    server.handle_exit(signal.SIGINT, None)
+    assert server.should_exit and not server.force_exit
+    assert server.end_of_drain is not None and server.end_of_drain.cancelled()
+
+
+async def test_responses_say_connection_close_once_the_shutdown_began() -> None:
+    shutdown = Shutdown(timeout_s=8.0)
+    app = CloseConnectionsWhenStopping(_plain_text_app, shutdown)
+    first, _ = await _response_start(app)
+    shutdown.begin()
+    second, _ = await _response_start(app)
+    assert (b"connection", b"close") not in first["headers"]
+    assert (b"connection", b"close") in second["headers"]
+    assert (b"content-type", b"text/plain") in second["headers"]
+
+
+async def _no_app(scope: Any, receive: Any, send: Any) -> None:
+    raise AssertionError("not called")
+
+
+async def _plain_text_app(scope: Any, receive: Any, send: Any) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/plain")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+async def _response_start(app: Any) -> tuple[dict, list[dict]]:
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await app({"type": "http", "method": "GET", "path": "/"}, receive, send)
+    return sent[0], sent
