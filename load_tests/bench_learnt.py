@@ -9,14 +9,15 @@ prefix cache off, so every timed request computes what its mode says rather than
 identical earlier prompt's blocks. Each trial sends a fresh set of documents (about
 documents x document-tokens tokens of plain pseudo-English) to /v1/chat/completions:
 
-1. ``store``: the first sighting; its chunks are computed in the request and stored behind the
-   fixed prefix (not timed as a mode: it pays for storing);
-2. ``cold``: the second sighting, blended from those entries with the cold recipe; it queues the
-   set for learning, and the bench waits until the background worker has learnt it;
-3. ``exact``: the third sighting, behind the head the set was learnt behind: its chunks' KV
-   is what a prefill computes, reused with nothing recomputed;
-4. ``learnt``: the same documents behind another head (a system message), blended with the
+1. ``store``: the first sighting; every chunk misses, so the request computes them in place
+   (a prefill) and stores them as they stand: the set is learnt on the spot;
+2. ``exact``: the second sighting, behind the same head: its chunks' KV is what a prefill
+   computes, reused with nothing recomputed;
+3. ``learnt``: the same documents behind another head (a system message), blended with the
    in-context recipe;
+4. ``cold``: the same documents in reverse order, blended from the stored entries with the cold
+   recipe; a second such request queues that order for learning, and the bench waits until the
+   background worker has learnt it (``learn_s``);
 5. ``full``: ``blend.mode=full``, a plain prefill of the first prompt;
 6. ``library``: as many documents of the same length, other text (the sent ones would be
    recognised as the learnt arrangement), ingested into the library (one chunk each:
@@ -125,16 +126,17 @@ def run_trial(
     """The timings of one document set, in the order the module docstring gives."""
     timings: dict[str, float] = {}
     done = replica.counter("ragblend_learnt_context_work", outcome="done")
-    timings["store"], _ = ask(client, documents, "cold", trial)
-    timings["cold"], cold = ask(client, documents, "cold", trial)
-    learn_s = until_learnt(replica, done)
+    timings["store"], first = ask(client, documents, "cold", trial)
     timings["exact"], exact = ask(client, documents, "exact", trial)
     timings["learnt"], learnt = ask(client, documents, "learnt", trial)
+    timings["cold"], cold = ask(client, documents[::-1], "cold", trial)
+    ask(client, documents[::-1], "cold", trial)
+    learn_s = until_learnt(replica, done)
     timings["full"], _ = ask(client, documents, "full", trial)
     ids = ingest_cached(client, library_documents, trial)
     timings["library"], library = ask(client, ids, "library", trial)
-    contexts = (cold, exact, learnt, library)
-    if contexts != ("cold", "exact", "learnt", "library"):
+    contexts = (first, cold, exact, learnt, library)
+    if contexts != ("cold", "cold", "exact", "learnt", "library"):
         raise RuntimeError(f"trial {trial}: contexts {contexts} reported")
     print(f"  trial {trial}: {timings} learnt in {learn_s:.1f}s", file=sys.stderr)
     return {"timings": timings, "learn_s": learn_s}

@@ -39,12 +39,14 @@ class BlendJob:
             return 0
         return self.num_local_cached
 
-    def right_behind(self, prefix: list[int], start: int) -> bool:
+    def right_behind(self, prefix: list[int], start: int, first_reused: int | None) -> bool:
         """Whether a chunk at ``start`` is stored as computed here: it directly follows ``prefix``
         at the prompt's start (computed exactly as alone), or the plan stores chunks behind
-        whatever stands before them (contextual precompute, learning)."""
+        whatever stands before them (contextual precompute, learning) and nothing before it
+        was reused (``first_reused``: where the first chunk loaded from the store starts), so
+        what it was computed behind is exact."""
         if self.plan.store_behind_context:
-            return True
+            return first_reused is None or start < first_reused
         return start == len(prefix) and self.token_ids[:start] == prefix
 
 

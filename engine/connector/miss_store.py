@@ -20,7 +20,7 @@ from engine.blend.fuse import blend_prefill
 from engine.blend.rope import rotate, rotation
 from engine.connector.metadata import BlendJob
 from engine.connector.model import VllmDecoder
-from engine.connector.placement import Capture
+from engine.connector.placement import Capture, Placement
 from engine.contract import Recipe
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.store import ChunkKVStore
@@ -33,16 +33,18 @@ class MissStore:
         self._prefix_kv: PrefixKV | None = None
 
     def put(
-        self, decoder: VllmDecoder, job: BlendJob, captures: list[Capture], device: torch.device
+        self, decoder: VllmDecoder, job: BlendJob, placement: Placement, device: torch.device
     ) -> None:
         """Runs on every rank after the job's paged cache is filled; computes what the fill did
         not capture (the same chunks on every rank, so the forward's collectives pair up)."""
+        captures, first_reused = placement.captures, placement.first_reused
         behind_prefix = []
         for capture in captures:
             if capture.keys:
                 continue
             context = job.token_ids[: capture.start]
-            if job.right_behind(self.prefix, capture.start) and context != self.prefix:
+            right_behind = job.right_behind(self.prefix, capture.start, first_reused)
+            if right_behind and context != self.prefix:
                 self._compute_behind(decoder, capture, context, device)  # a contextual precompute
             else:
                 behind_prefix.append(capture)
@@ -51,7 +53,7 @@ class MissStore:
         for capture in captures:
             if job.plan.replace_stored:  # tiers that keep an existing entry must drop it first
                 self.store.delete(capture.key)
-            where_computed = job.right_behind(self.prefix, capture.start)
+            where_computed = job.right_behind(self.prefix, capture.start, first_reused)
             entry = self._at_prefix_end(decoder, capture) if where_computed else capture.entry()
             self.store.put(capture.key, entry)
 

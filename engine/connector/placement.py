@@ -58,6 +58,11 @@ class Placement:
     corrupt: set[ChunkKey] = field(default_factory=set)
     """Hits whose stream failed verification while the blend read it (filled with zeros)."""
 
+    @property
+    def first_reused(self) -> int | None:
+        """Where the first hit starts: every token before it is computed exactly here."""
+        return min((hit.start for hit in self.hits), default=None)
+
 
 class ChunkPlacer:
     """Sorts a job's chunks into hits and captures, the same way on every rank.

@@ -115,7 +115,7 @@ class BlendWorker:
                 unreadable.add(key)
         try:  # the paged cache is filled: a chunk not stored is only a later miss
             device = next(iter(self._kv_caches.values())).device
-            self._misses.put(self._decoder, job, placement.captures, device)
+            self._misses.put(self._decoder, job, placement, device)
         except Exception:
             log.exception("storing the chunks of request %s failed", job.request_id)
         return self._stats(job, placement, result)
@@ -194,10 +194,11 @@ class BlendWorker:
         attend = self._paged_attention(job)
         settled = job.settled(attend is not None, recipe)
         prefix = list(self.settings.chunk_prefix)
+        first_reused = placement.first_reused
         in_place = [
             c
             for c in placement.captures
-            if capture and c.start >= settled and job.right_behind(prefix, c.start)
+            if capture and c.start >= settled and job.right_behind(prefix, c.start, first_reused)
         ]
 
         def write(layer: int, keys: Tensor, values: Tensor) -> None:

@@ -17,7 +17,7 @@ from vllm.exceptions import VLLMClientError
 from vllm.sampling_params import StructuredOutputsParams
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from engine.contract import BlendPlan
+from engine.contract import BlendPlan, BlendStats
 from gateway.http import metrics
 from gateway.http.errors import APIError
 from gateway.http.shutdown import Shutdown, until_deadline
@@ -90,6 +90,8 @@ class PreparedRequest:
     """With ``blend.segment``: how many known passages the prompt's chunks are."""
     context: ChunkContext = "cold"
     """What the plan's chunks' KV was computed in."""
+    after_blend: Callable[[BlendStats | None], object] | None = None
+    """Called with the worker's blend statistics when the request ends (learning on the spot)."""
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,8 @@ def start_generation(
         summary = generation.blend_summary()
         if summary is not None:
             metrics.record_blend(summary)
+        if prepared.after_blend is not None:
+            prepared.after_blend(generation.blend_stats)
 
     return StartedGeneration(generation, finish)
 

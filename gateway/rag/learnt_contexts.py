@@ -11,12 +11,18 @@ blended with the cheaper in-context recipe (`Chunks.context` "learnt"), or, when
 also the one they were learnt behind, reuses them with nothing recomputed ("exact"); any other
 request keeps its recipe.
 
-The work keeps out of responses' way: requests only count sightings (no I/O, no waiting), and
-the single background worker starts an arrangement only while no request is being served (a
-request that arrives meanwhile shares the engine with one prefill's work). Retrieved chunks are
-learnt only when the library has no neighbour contexts (then they are cold too): with neighbour
-contexts they already take the in-context recipe, and replacing their entries would be undone
-by the library's own refreshes.
+A request that misses every chunk of a set learns it on the spot (`learning_plan`): it computes
+them all as a prefill would anyway, so its plan stores each as computed where it stands, and the
+set is recorded as learnt behind its head; the next identical request is "exact". A request
+that reuses some chunks stores only the missed chunks before the first reused one that way (what
+stands before them is exact), the rest behind the fixed prefix.
+
+The background work keeps out of responses' way: requests only count sightings (no I/O, no
+waiting), and the single background worker starts an arrangement only while no request is
+being served (a request that arrives meanwhile shares the engine with one prefill's work).
+Retrieved chunks are learnt only when the library has no neighbour contexts (then they are cold
+too): with neighbour contexts they already take the in-context recipe, and replacing their
+entries would be undone by the library's own refreshes.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from engine.chunk_cache import ChunkCache
+from engine.contract import BlendStats
 from gateway.http.metrics import LEARNT_CONTEXT_WORK
 from gateway.rag.chunked_prompt import Chunks
 from gateway.rag.learnt_tracker import Arrangement, ContextRecords, LearningQueue
@@ -102,21 +109,32 @@ class LearntContexts:
                     self.queue.finish(job)
                 LEARNT_CONTEXT_WORK.labels("done" if learnt else "failed").inc()
 
-    async def _learn(self, job: Arrangement) -> bool:
-        """Compute ``job``'s chunks behind its head in one pass, replacing their stored entries,
-        and record each one's context; False if a chunk was not stored."""
-        await self._until_idle()
-        chunks = [list(chunk) for chunk in job.chunks]
-        stats = await self.chunk_cache.learn(list(job.head), chunks, job.separator, job.salt)
-        if stats is None or stats.fell_back or len(stats.chunk_keys) != len(chunks):
+    def record_learnt(self, arrangement: Arrangement, stats: BlendStats | None) -> bool:
+        """Record ``arrangement``'s chunks as learnt behind its head when ``stats`` (of a request
+        whose plan stores chunks behind their context) say that every one was computed in that
+        pass and none was reused: each was stored as a prefill computes it there. False when
+        not, or when a chunk found no room in the store (the others are recorded)."""
+        chunks = len(arrangement.chunks)
+        if stats is None or stats.fell_back or stats.chunks_hit or len(stats.chunk_keys) != chunks:
             return False
         stored = True
         for position, key in enumerate(stats.chunk_keys):
             if key in stats.evicted_keys:  # no room for it in the store
                 stored = False
                 continue
-            self.records.record(job.digests[position], job.contexts[position], key, job.head_digest)
+            digest, context = arrangement.digests[position], arrangement.contexts[position]
+            self.records.record(digest, context, key, arrangement.head_digest)
         return stored
+
+    async def _learn(self, job: Arrangement) -> bool:
+        """Compute ``job``'s chunks behind its head in one pass, replacing their stored entries,
+        and record each one's context; False if a chunk was not stored."""
+        if self.records.all_stand_in(job) and self.records.learnt_behind(job):
+            return True  # a request that missed every chunk learnt it meanwhile
+        await self._until_idle()
+        chunks = [list(chunk) for chunk in job.chunks]
+        stats = await self.chunk_cache.learn(list(job.head), chunks, job.separator, job.salt)
+        return self.record_learnt(job, stats)
 
     async def _until_idle(self) -> None:
         while self.busy():

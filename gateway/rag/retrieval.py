@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
+from engine.contract import BlendPlan, BlendStats
 from gateway.http.errors import APIError
 from gateway.openai.protocol import RetrievalOptions, SamplingFields
 from gateway.openai.ranking import ranking_for
 from gateway.rag.chunked_prompt import ChunkedPrompt, Chunks, document_chunks, stored_chunks
+from gateway.rag.learnt_tracker import Arrangement
 from gateway.state import AppState
 
 
@@ -56,3 +60,16 @@ def learnt_chunks(chunks: Chunks, prompt: ChunkedPrompt, state: AppState, projec
         return chunks
     head = prompt.token_ids[: prompt.spans[0].start]
     return state.learnt_contexts.classify(chunks, state.kv_salt(project), head)
+
+
+def learning_plan(
+    chunks: Chunks, prompt: ChunkedPrompt, plan: BlendPlan, state: AppState, project: str
+) -> tuple[BlendPlan, Callable[[BlendStats | None], bool] | None]:
+    """With learning on, a cold request's plan stores the chunks it misses as computed in place
+    (those before any reused chunk); what records the set as learnt if it missed them all."""
+    learnt = state.learnt_contexts
+    if learnt is None or chunks.context != "cold" or len(chunks.token_ids) < 2:
+        return plan, None
+    head = prompt.token_ids[: prompt.spans[0].start]
+    arrangement = Arrangement.of(chunks.token_ids, chunks.separator, state.kv_salt(project), head)
+    return replace(plan, store_behind_context=True), partial(learnt.record_learnt, arrangement)

@@ -22,7 +22,7 @@ from gateway.rag.chunked_prompt import chat_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.pasted_prompt import pasted_chat, segmenting
 from gateway.rag.prompts import chat_prompt
-from gateway.rag.retrieval import learnt_chunks, request_chunks
+from gateway.rag.retrieval import learning_plan, learnt_chunks, request_chunks
 from gateway.state import CurrentState, Project, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
@@ -44,6 +44,7 @@ async def create_chat_completion(
     engine = state.engine
     assert engine is not None
     plan, sources, pasted_passages, context = None, None, None, "cold"
+    after_blend = None
     questions = [message.text for message in body.messages if message.role == "user"]
     question = questions[-1] if questions else ""
     chunks = None if segment else await request_chunks(body, question, state, project)
@@ -51,6 +52,7 @@ async def create_chat_completion(
         chunked = chat_with_chunks(body.messages, chunks, state.tokenizer, tools)
         chunks = learnt_chunks(chunks, chunked, state, project)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
+        plan, after_blend = learning_plan(chunks, chunked, plan, state, project)
         prompt, sources, context = chunked.token_ids, chunks.sources, chunks.context
     elif segment:
         pasted = await pasted_chat(body.messages, tools, state, project)
@@ -64,7 +66,16 @@ async def create_chat_completion(
     response_format = ChatFormat(completion_id, created, body.model, calling, state.tokenizer)
     guided = None if calling is None else calling.structured_outputs()
     prepared = PreparedRequest(
-        body, [prompt], plan, top_logprobs, arrived, sources, guided, pasted_passages, context
+        body,
+        [prompt],
+        plan,
+        top_logprobs,
+        arrived,
+        sources,
+        guided,
+        pasted_passages,
+        context,
+        after_blend,
     )
     return await respond(request, state, prepared, response_format)
 

@@ -18,7 +18,7 @@ from gateway.rag.chunked_prompt import completion_with_chunks
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.pasted_prompt import pasted_completion, segmenting
 from gateway.rag.prompts import completion_prompts
-from gateway.rag.retrieval import learnt_chunks, request_chunks
+from gateway.rag.retrieval import learning_plan, learnt_chunks, request_chunks
 from gateway.state import CurrentState, Project, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
@@ -39,11 +39,13 @@ async def create_completion(
     engine = state.engine
     assert engine is not None
     plan, sources, pasted_passages, context = None, None, None, "cold"
+    after_blend = None
     chunks = None if text is None or segment else await request_chunks(body, text, state, project)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks, state.tokenizer)
         chunks = learnt_chunks(chunks, chunked, state, project)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
+        plan, after_blend = learning_plan(chunks, chunked, plan, state, project)
         prompts, sources, context = [chunked.token_ids], chunks.sources, chunks.context
     elif text is not None and segment:
         pasted = await pasted_completion(text, state, project)
@@ -63,6 +65,7 @@ async def create_completion(
         sources,
         pasted_passages=pasted_passages,
         context=context,
+        after_blend=after_blend,
     )
     return await respond(request, state, prepared, response_format)
 

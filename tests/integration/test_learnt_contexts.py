@@ -1,6 +1,7 @@
 """Contexts learnt from traffic on the real server (SmolLM2, `RAGBLEND_LEARN_CONTEXTS=true`):
-documents sent together again and again are precomputed behind each other in the background,
-and from then on the same documents in the same order take the in-context recipe."""
+documents sent for the first time are learnt on the spot; cached ones sent together again and
+again are precomputed behind each other in the background; from then on the same documents in
+the same order are reused exactly (or take the in-context recipe behind another head)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,9 @@ def _until_learnt(server: Server, done_before: float) -> None:
 
 
 def _learn(client: httpx.Client, server: Server, documents: list[str]) -> list[dict[str, Any]]:
-    """Send ``documents`` twice (the second sighting queues them), wait until they are learnt."""
+    """Cache ``documents`` in reverse order (learnt on the spot in that order), then send them
+    twice as they are (the second sighting queues them) and wait until they are learnt."""
+    _ask(client, server, documents[::-1])
     queued, done = _work(server, "queued"), _work(server, "done")
     summaries = [_ask(client, server, documents) for _ in range(2)]
     assert _work(server, "queued") == queued + 1
@@ -86,35 +89,49 @@ def _learn(client: httpx.Client, server: Server, documents: list[str]) -> list[d
     return summaries
 
 
-def test_documents_sent_again_and_again_take_the_in_context_recipe(learning: Server) -> None:
+def test_documents_sent_for_the_first_time_are_learnt_on_the_spot(learning: Server) -> None:
     documents = _documents("Freedonia", "Sylvania", "Grand Fenwick")
     with learning.client() as client:
-        first, second = _learn(client, learning, documents)
-        third = _ask(client, learning, documents)
+        queued = _work(learning, "queued")
+        first, second = _ask(client, learning, documents), _ask(client, learning, documents)
         other_head = _ask(client, learning, documents, system="Answer in one word.")
-        reordered = _ask(client, learning, [documents[1], documents[0], documents[2]])
-        joined = _ask(client, learning, [*documents, *_documents("Balnibarbi")])
-    assert first["context"] == second["context"] == "cold"
-    assert first["metric"] == "v"
+    # The first request computed every chunk in place, as a prefill, and stored them as such.
+    assert first["context"] == "cold" and first["chunks_missed"] == 3
     # Behind the head they were learnt behind, the chunks' KV is exact: nothing recomputed.
-    assert third["context"] == "exact" and third["mode"] == "reuse"
-    assert third["chunks_hit"] == 3 and third["chunks_missed"] == 0
-    assert third["reused_tokens"] > 0
+    assert second["context"] == "exact" and second["mode"] == "reuse"
+    assert second["chunks_hit"] == 3 and second["chunks_missed"] == 0
+    assert second["reused_tokens"] > 0
     # Behind another head (a system prompt), the in-context recipe.
     assert other_head["context"] == "learnt" and other_head["metric"] == "probe"
     assert other_head["chunks_hit"] == 3
+    assert _work(learning, "queued") == queued  # nothing left for the background worker
+
+
+def test_cached_documents_sent_again_and_again_are_learnt_behind_each_other(
+    learning: Server,
+) -> None:
+    documents = _documents("Laputa", "Lilliput", "Brobdingnag")
+    with learning.client() as client:
+        first, second = _learn(client, learning, documents)
+        third = _ask(client, learning, documents)
+        reordered = _ask(client, learning, [documents[1], documents[0], documents[2]])
+        joined = _ask(client, learning, [*documents, *_documents("Balnibarbi")])
+    assert first["context"] == second["context"] == "cold"
+    assert first["metric"] == "v" and first["chunks_hit"] == 3
+    assert third["context"] == "exact" and third["mode"] == "reuse"
     # The same documents with other companions, or in another order, stay cold.
     assert reordered["context"] == joined["context"] == "cold"
     assert reordered["metric"] == joined["metric"] == "v"
 
 
 def test_exact_chunks_reused_alone_answer_as_full_prefill(learning: Server) -> None:
-    """Learnt in one pass behind the request's own head, the stored KV is what a full prefill
-    of such a prompt computes: reused with nothing recomputed, it gives full prefill's answer
-    (tests/integration/test_contextual_precompute.py measures how close, against cold KV)."""
+    """Learnt on the spot by the first request, which missed them all, the stored KV is what a
+    full prefill of such a prompt computes: reused with nothing recomputed, it gives full
+    prefill's answer (tests/integration/test_contextual_precompute.py measures how close a
+    learning request's KV is, against cold KV)."""
     documents = _documents("Florin", "Guilder", "Gilead")
     with learning.client() as client:
-        _learn(client, learning, documents)
+        assert _ask(client, learning, documents)["chunks_missed"] == 3
         exact = _reply(client, learning, documents)
         full = _reply(client, learning, documents, {"mode": "full"})
         asked = _reply(client, learning, documents, {"recompute_ratio": 0.3})["blend"]
@@ -130,6 +147,7 @@ def test_exact_chunks_reused_alone_answer_as_full_prefill(learning: Server) -> N
 def test_the_server_answers_while_it_learns(learning: Server) -> None:
     documents = _documents("Ruritania", "Genovia", "Kreplachistan", "Elbonia")
     with learning.client() as client:
+        _ask(client, learning, documents[::-1])
         queued, done = _work(learning, "queued"), _work(learning, "done")
         _ask(client, learning, documents)
         _ask(client, learning, documents)

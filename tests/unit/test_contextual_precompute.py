@@ -57,9 +57,18 @@ def _job(token_ids: list[int], start: int, behind_context: bool) -> BlendJob:
 
 def test_only_a_flagged_job_stores_a_chunk_behind_other_context() -> None:
     prefix = [1, 2, 3]
-    assert _job([1, 2, 3, 8, 9, 0], 3, False).right_behind(prefix, 3)
-    assert not _job([1, 7, 7, 8, 9, 0], 3, False).right_behind(prefix, 3)
-    assert not _job([1, 2, 3, 7, 8, 9, 0], 4, False).right_behind(prefix, 4)
-    assert _job([1, 7, 7, 8, 9, 0], 3, True).right_behind(prefix, 3)
-    assert _job([1, 7, 7, 7, 8, 9, 0], 4, True).right_behind(prefix, 4)
-    assert _job([1, 8, 9, 0], 1, True).right_behind(prefix, 1)
+    assert _job([1, 2, 3, 8, 9, 0], 3, False).right_behind(prefix, 3, None)
+    assert not _job([1, 7, 7, 8, 9, 0], 3, False).right_behind(prefix, 3, None)
+    assert not _job([1, 2, 3, 7, 8, 9, 0], 4, False).right_behind(prefix, 4, None)
+    assert _job([1, 7, 7, 8, 9, 0], 3, True).right_behind(prefix, 3, None)
+    assert _job([1, 7, 7, 7, 8, 9, 0], 4, True).right_behind(prefix, 4, None)
+    assert _job([1, 8, 9, 0], 1, True).right_behind(prefix, 1, None)
+
+
+def test_a_flagged_job_stores_in_place_only_chunks_before_the_first_reused_one() -> None:
+    """Behind a reused chunk a miss is computed against blended KV, not what a prefill gives."""
+    prefix, job = [1, 2, 3], _job([1, 7, 7, 8, 9, 0], 3, True)
+    assert job.right_behind(prefix, 3, first_reused=5)
+    assert not job.right_behind(prefix, 3, first_reused=3)
+    assert not job.right_behind(prefix, 3, first_reused=1)
+    assert _job([1, 2, 3, 8, 9, 0], 3, False).right_behind(prefix, 3, first_reused=1)
