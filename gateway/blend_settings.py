@@ -118,10 +118,11 @@ class BlendServerSettings(BaseSettings):
     learn_contexts: bool = Field(
         False,
         description="Learn contexts from traffic: chunks that keep arriving together (sent "
-        "`documents`, and retrieved chunks without neighbour contexts) are precomputed in the "
-        "background as they stand in those requests (behind the prompt's head and the chunks "
-        "before them), so later requests with the same chunks in "
-        "the same order take the in-context recipe.",
+        "`documents`, and retrieved chunks without neighbour contexts) are stored as they stand "
+        "in those requests (behind the prompt's head and the chunks before them): on the spot "
+        "by a request that misses them all, else precomputed in the background; later requests "
+        "with the same chunks in the same order reuse them exactly behind the same head, or "
+        "take the in-context recipe.",
     )
     learn_contexts_after: int = Field(
         2,
