@@ -17,16 +17,19 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from engine.contract import (
     DEFAULT_BUDGET_MASS,
     DEFAULT_CHUNK_HEAD_TOKENS,
-    DEFAULT_METRIC,
     DEFAULT_MODE,
     DEFAULT_QUESTION_POOL,
-    DEFAULT_RECOMPUTE_RATIO,
     Metric,
     Mode,
     Recipe,
     parse_check_layers,
 )
 
+COLD_RATIO = 0.55
+COLD_METRIC: Metric = "probe"
+"""The cold recipe: the lowest ratio tried at which the question probe held within 0.02 F1 of
+full prefill on both the 0.5B and the 1.5B model, held-out items (docs/benchmarks.md, "Cold sent
+documents"); V deviation at 0.3 lost 0.115 on the 1.5B."""
 
 class BlendServerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGBLEND_", extra="ignore")
@@ -38,7 +41,7 @@ class BlendServerSettings(BaseSettings):
         DEFAULT_MODE, description="Default `blend.mode` of requests with documents."
     )
     blend_recompute_ratio: float = Field(
-        DEFAULT_RECOMPUTE_RATIO,
+        COLD_RATIO,
         ge=0,
         le=1,
         description="Default share of chunk tokens recomputed per request (chunk heads included) "
@@ -51,7 +54,7 @@ class BlendServerSettings(BaseSettings):
         "multiple x ratio of the cached tokens, the most deviating ones.",
     )
     blend_metric: Metric = Field(
-        DEFAULT_METRIC,
+        COLD_METRIC,
         description="What selects tokens to recompute: deviation of keys, values or both, "
         "`attn`, the question's attention to them, `qv`, V deviation within a pool of the "
         "tokens the question attends to most, or `probe`, the question's attention over the "

@@ -117,11 +117,11 @@ def test_cached_documents_sent_again_and_again_are_learnt_behind_each_other(
         reordered = _ask(client, learning, [documents[1], documents[0], documents[2]])
         joined = _ask(client, learning, [*documents, *_documents("Balnibarbi")])
     assert first["context"] == second["context"] == "cold"
-    assert first["metric"] == "v" and first["chunks_hit"] == 3
+    assert first["metric"] == "probe" and first["chunks_hit"] == 3
     assert third["context"] == "exact" and third["mode"] == "reuse"
     # The same documents with other companions, or in another order, stay cold.
     assert reordered["context"] == joined["context"] == "cold"
-    assert reordered["metric"] == joined["metric"] == "v"
+    assert reordered["metric"] == joined["metric"] == "probe"
 
 
 def test_exact_chunks_reused_alone_answer_as_full_prefill(learning: Server) -> None:

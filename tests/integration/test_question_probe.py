@@ -46,12 +46,12 @@ def test_the_probe_at_ratio_one_answers_as_full_prefill(server: Server) -> None:
     assert first_sentence(exact) == first_sentence(full)
 
 
-def test_a_request_may_choose_the_probe_over_the_servers_v_deviation(server: Server) -> None:
+def test_a_request_may_choose_v_deviation_over_the_servers_probe(server: Server) -> None:
     order = ["Portugal", "France", "Austria"]
     ask_capital(server, "Portugal", _documents(order[::-1]), "blend")
-    by_default = ask_capital(server, "Portugal", _documents(order), "blend", ratio=0.2)
-    by_probe = ask_capital(server, "Portugal", _documents(order), "blend", 0.2, metric="probe")
-    assert (by_default["blend"]["metric"], by_probe["blend"]["metric"]) == ("v", "probe")
+    by_v = ask_capital(server, "Portugal", _documents(order), "blend", ratio=0.2, metric="v")
+    by_probe = ask_capital(server, "Portugal", _documents(order), "blend", ratio=0.2)
+    assert (by_v["blend"]["metric"], by_probe["blend"]["metric"]) == ("v", "probe")
     assert by_probe["blend"]["chunks_hit"] == len(order)
     assert by_probe["blend"]["recomputed_tokens"] > 0
     assert "Lisbon" in answer_text(by_probe)

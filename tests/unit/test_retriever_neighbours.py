@@ -223,10 +223,11 @@ def test_neighbour_contexts_take_the_place_of_the_neutral_passages():
 def test_requests_take_the_recipe_of_their_chunks_context(monkeypatch: pytest.MonkeyPatch):
     settings = Settings()
     assert _ratio_and_metric(settings.blend_recipe(in_context=True)) == (0.15, "probe")
-    assert _ratio_and_metric(settings.blend_recipe(in_context=False)) == (0.3, "v")
+    assert _ratio_and_metric(settings.blend_recipe(in_context=False)) == (0.55, "probe")
     monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_RATIO", "0.2")
     monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_METRIC", "qv")
     monkeypatch.setenv("RAGBLEND_BLEND_RECOMPUTE_RATIO", "0.5")
+    monkeypatch.setenv("RAGBLEND_BLEND_METRIC", "v")
     assert _ratio_and_metric(Settings().blend_recipe(in_context=True)) == (0.2, "qv")
     assert _ratio_and_metric(Settings().blend_recipe(in_context=False)) == (0.5, "v")
     monkeypatch.setenv("RAGBLEND_BLEND_IN_CONTEXT_METRIC", "q")
