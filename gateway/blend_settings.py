@@ -31,6 +31,7 @@ COLD_METRIC: Metric = "probe"
 full prefill on both the 0.5B and the 1.5B model, held-out items (docs/benchmarks.md, "Cold sent
 documents"); V deviation at 0.3 lost 0.115 on the 1.5B."""
 
+
 class BlendServerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGBLEND_", extra="ignore")
 

@@ -16,11 +16,11 @@ router = APIRouter()
 
 @router.get("/health")
 async def health(state: CurrentState) -> JSONResponse:
-    if state.ready and not state.shutdown.begun:
-        return JSONResponse({"status": "ready", "model": state.settings.name_for_clients})
     retry = {"Retry-After": str(RETRY_AFTER_S[503])}
     if state.shutdown.begun:
         return JSONResponse({"status": "shutting down"}, status_code=503, headers=retry)
+    if state.ready:
+        return JSONResponse({"status": "ready", "model": state.settings.name_for_clients})
     if state.load_error is not None:
         body = {"status": "failed", "error": state.load_error}
         return JSONResponse(body, status_code=503, headers=retry)
