@@ -24,14 +24,13 @@ import asyncio
 import json
 import secrets
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from load_tests.bench_parts import add_part_arguments, run_part, write_part
 from load_tests.bench_tiers import ALL_MODES, PHASES, TierPhase, measure_disk, measure_redis
 from load_tests.eval.strategies import ModeSpec, parse_mode_spec
 from load_tests.report import output_path, scratch
@@ -154,15 +153,6 @@ def _stored_entries(
     return None
 
 
-def _run_phase_in_subprocess(args: argparse.Namespace, phase: str) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix=f"bench-{phase}-") as workdir:
-        output = Path(workdir) / "phase.json"
-        command = [sys.executable, "-m", "load_tests.bench_blend", "--phase", phase]
-        command += ["--phase-output", str(output), *sys.argv[1:]]
-        subprocess.run(command, check=True)
-        return json.loads(output.read_text())
-
-
 def mode_summary(timings: dict[str, list[float]]) -> list[dict[str, Any]]:
     """Per mode: its median and fastest TTFT, the speed-up of the median over ``full`` (None
     when ``full`` was not timed), and the samples."""
@@ -228,19 +218,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--phases", type=parse_phases, default=list(PHASES))
     parser.add_argument("--modes", type=parse_modes, default=list(MODES), help="a subset")
     parser.add_argument("--out", default=scratch("blend_ttft"), help="<out>.json, <out>.png")
-    parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
-    parser.add_argument("--phase-output", help=argparse.SUPPRESS)
+    add_part_arguments(parser, "phase", list(PHASES))
     return parser
 
 
 def main() -> int:
     args = build_parser().parse_args()
     if args.phase:
-        with tempfile.TemporaryDirectory(prefix="bench-engine-") as workdir:
-            result = asyncio.run(_phase(args, args.phase, Path(workdir)))
-        Path(args.phase_output).write_text(json.dumps(result))
+        write_part(args.phase_output, lambda workdir: _phase(args, args.phase, workdir))
         return 0
-    results = {phase: _run_phase_in_subprocess(args, phase) for phase in args.phases}
+    results = {phase: run_part("load_tests.bench_blend", "phase", phase) for phase in args.phases}
     rows = phase_rows({phase: result["timings"] for phase, result in results.items()})
     from load_tests.bench_plot import plot_ttft, print_table
 

@@ -26,6 +26,7 @@ from engine.kvstore.entry import ChunkKV
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.load_meter import ComputeRate
+from engine.kvstore.prefetch import read_ahead
 from engine.kvstore.store import ChunkKVStore
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,8 @@ class ChunkPlacer:
     """Sorts a job's chunks into hits and captures, the same way on every rank.
 
     With a `compute_rate`, a slow tier's hit that would load slower than the chunk computes is
-    left to compute (`ChunkKVStore.prefetch_layers`); without one every hit is loaded.
+    left to compute (`ChunkKVStore.open_layers`); without one every hit is loaded. The hits are
+    read ahead on one thread, layer by layer across chunks (`prefetch.read_ahead`).
     """
 
     def __init__(
@@ -103,19 +105,20 @@ class ChunkPlacer:
             loads = reusable and key not in unreadable and not job.plan.replace_stored
             streams.append(self._open(key, chunk_tokens) if loads else None)
         everywhere = self.ranks.all_can([stream is not None for stream in streams])
-        for span, key, stream, loadable in zip(
-            spans, placement.keys, streams, everywhere, strict=True
-        ):
+        for stream, loadable in zip(streams, everywhere, strict=True):
+            if stream is not None and not loadable:  # loadable here, not on another rank
+                stream.close()
+        loading = iter(read_ahead([s for s, ok in zip(streams, everywhere, strict=True) if ok]))
+        for span, key, loadable in zip(spans, placement.keys, everywhere, strict=True):
             chunk_tokens = job.token_ids[span.start : span.end]
             if loadable:
-                layers = cached_layers(stream, key, self.expectation(chunk_tokens), placement)
+                expected = self.expectation(chunk_tokens)
+                layers = cached_layers(next(loading), key, expected, placement)
                 placement.hits.append(
                     CachedChunk(span.start, span.end, self.chunk_prefix_len, layers)
                 )
-                continue
-            if stream is not None:  # loadable here, not on another rank
-                stream.close()
-            placement.captures.append(Capture(key, span.start, span.end, chunk_tokens))
+            else:
+                placement.captures.append(Capture(key, span.start, span.end, chunk_tokens))
         placement.rejected = self._rejected() - rejected_before
         return placement
 
@@ -124,7 +127,7 @@ class ChunkPlacer:
         try:
             rate = self.compute_rate
             recompute_s = None if rate is None else rate.seconds_for(len(chunk_tokens))
-            return self.store.prefetch_layers(key, self.expectation(chunk_tokens), recompute_s)
+            return self.store.open_layers(key, self.expectation(chunk_tokens), recompute_s)
         except Exception:
             log.exception("opening cached chunk %s failed; computing it", key)
             return None

@@ -19,7 +19,6 @@ from engine.kvstore.counters import Counters, RefusalLog
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.keys import ChunkKey
-from engine.kvstore.prefetch import read_ahead
 
 logger = logging.getLogger(__name__)
 
@@ -33,14 +32,9 @@ class EntryGate:
     Methods run on the caller's thread and may be called from several threads at once.
     """
 
-    def __init__(
-        self,
-        discard: Callable[[ChunkKey], object],
-        read_ahead_layers: int,
-    ) -> None:
+    def __init__(self, discard: Callable[[ChunkKey], object]) -> None:
         self.counters = Counters("rejected", "read_errors")
         self._discard = discard
-        self._read_ahead_layers = read_ahead_layers
         self._refusals = RefusalLog(logger)
 
     def refuse(self, key: ChunkKey, counter: str, reason: str) -> None:
@@ -77,12 +71,12 @@ class EntryGate:
         expected: EntryExpectation,
         promote: Callable[[ChunkKV], None],
     ) -> LayerStream | None:
-        """The stream `load()` opens, checked and read ahead; None on a miss or a refusal.
+        """The stream `load()` opens, checked; None on a miss or a refusal.
 
-        The stream's header is checked now; each layer on the read-ahead thread as it arrives;
-        `promote` receives the entry on that thread once every layer arrived, whether or not the
-        caller asks past the last layer (a blend takes exactly `num_layers`). Iterating the
-        returned stream raises only `CorruptEntry`, after the entry was refused.
+        The stream's header is checked now, each layer as it is read (on the thread reading it:
+        see `prefetch.read_ahead`), and `promote` receives the entry once the stream was read to
+        its end. Iterating the returned stream raises only `CorruptEntry`, after the entry was
+        refused.
         """
         source: LayerStream | None = None
         try:
@@ -90,9 +84,9 @@ class EntryGate:
             if source is None:
                 return None
             problem, counter = expected.mismatch(source), "rejected"
-            if problem is None:  # checked and promoted on the reader thread, off the caller's
+            if problem is None:
                 checked = self._checked_layers(key, source, expected, promote)
-                return read_ahead(LayerStream(source, checked), self._read_ahead_layers)
+                return LayerStream(source, checked, source.close)
         except Exception as error:
             problem, counter = f"opening it failed: {error!r}", "read_errors"
         if source is not None:

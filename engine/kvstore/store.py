@@ -46,17 +46,16 @@ class ChunkKVStore:
         memory: KVTier,
         *backing: KVTier,
         write_queue_size: int = 64,
-        read_ahead_layers: int = 2,
     ) -> None:
-        if write_queue_size <= 0 or read_ahead_layers <= 0:
-            raise ValueError("write_queue_size and read_ahead_layers must be positive")
+        if write_queue_size <= 0:
+            raise ValueError("write_queue_size must be positive")
         self.memory = memory
         self.backing = backing
         self._counters = Counters(
             "misses", "pending_hits", "dropped_writes", "write_errors", "recomputed_instead"
         )
         self._decision = LoadOrRecompute()
-        self._gate = EntryGate(self.delete, read_ahead_layers)
+        self._gate = EntryGate(self.delete)
         self._writes = BackingWrites(backing, write_queue_size, self._counters)
         self._lock = threading.Lock()  # orders puts and promotions against close
         self._closed = False
@@ -121,18 +120,18 @@ class ChunkKVStore:
             self._promote(key, entry, source)
         return entry
 
-    def prefetch_layers(
+    def open_layers(
         self, key: ChunkKey, expected: EntryExpectation, recompute_s: float | None = None
     ) -> LayerStream | None:
         """Stream the entry for `key` layer by layer if it matches `expected`; else None.
 
         Runs on the caller's thread and returns once the entry's header is read and checked (from
-        memory: at once). From a backing tier, a background thread reads up to
-        `read_ahead_layers` layers ahead, so the caller can work on layer i while later layers
-        load; every layer is checked against `expected` as it is yielded, and a fully consumed
-        stream is promoted into the tiers before it. Returns None on a miss or a refused entry
-        and never raises for one. Iterating raises only `CorruptEntry` (see `LayerStream`): the
-        entry has then been deleted, and the caller must treat the whole chunk as a miss.
+        memory: at once). Each layer is read and checked against `expected` when the stream is
+        iterated, on the iterating thread (`prefetch.read_ahead` reads a blend's streams ahead on
+        one thread), and a stream read to its end from a backing tier is promoted into the tiers
+        before it. Returns None on a miss or a refused entry and never raises for one. Iterating
+        raises only `CorruptEntry` (see `LayerStream`): the entry has then been deleted, and the
+        caller must treat the whole chunk as a miss.
 
         `recompute_s`, the caller's estimate of computing the chunk instead, skips a tier whose
         own estimate of loading it is longer (counted "recomputed_instead"; see `LoadOrRecompute`).

@@ -106,7 +106,7 @@ def test_a_disk_store_writing_int8_serves_close_kv_and_reads_raw_entries_too(
         store.put(key_of(new), new)  # the memory tier (1 byte) cannot hold it
         store.flush()
         assert same(store.get(key_of(old), expect(old)), old)
-        stream = store.prefetch_layers(key_of(new), expect(new))
+        stream = store.open_layers(key_of(new), expect(new))
         assert stream is not None
         for index, k, v in stream:
             assert relative_error(k, new.keys[index]) < 0.01

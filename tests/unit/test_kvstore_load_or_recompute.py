@@ -101,7 +101,7 @@ def proxied_store(tmp_path: Path) -> Iterator[tuple[ChunkKVStore, LatencyProxy]]
 def load(store: ChunkKVStore) -> bool:
     """Look the entry up past memory, as a worker would; whether it was loaded (and read)."""
     store.memory.delete(KEY)
-    stream = store.prefetch_layers(KEY, expect(ENTRY), RECOMPUTE_S)
+    stream = store.open_layers(KEY, expect(ENTRY), RECOMPUTE_S)
     if stream is None:
         return False
     with stream:

@@ -79,7 +79,7 @@ STREAMS = {
 def test_a_failing_layer_stream_raises_only_corrupt_entry(layers: Layers, counter: str) -> None:
     backing = FaultyTier(layers)
     with ChunkKVStore(MemoryTier(1 << 20), backing) as store:
-        stream = store.prefetch_layers(KEY, expect(CHUNK))
+        stream = store.open_layers(KEY, expect(CHUNK))
         assert stream is not None
         with pytest.raises(CorruptEntry):
             for index, k, _ in stream:
@@ -99,7 +99,7 @@ OPEN_ERRORS = {
 @pytest.mark.parametrize("error", OPEN_ERRORS.values(), ids=OPEN_ERRORS.keys())
 def test_a_backing_tier_that_raises_on_open_is_a_counted_miss(error: Exception) -> None:
     with ChunkKVStore(MemoryTier(1 << 20), FaultyTier(open_error=error)) as store:
-        assert store.prefetch_layers(KEY, expect(CHUNK)) is None
+        assert store.open_layers(KEY, expect(CHUNK)) is None
         assert store.get(KEY, expect(CHUNK)) is None
         stats = store.stats()
     assert (stats["read_errors"], stats["misses"]) == (2, 2)
@@ -107,7 +107,7 @@ def test_a_backing_tier_that_raises_on_open_is_a_counted_miss(error: Exception) 
 
 def test_a_clean_stream_from_the_backing_tier_is_promoted() -> None:
     with ChunkKVStore(MemoryTier(1 << 20), FaultyTier()) as store:
-        stream = store.prefetch_layers(KEY, expect(CHUNK))
+        stream = store.open_layers(KEY, expect(CHUNK))
         assert (stream.num_layers, stream.num_kv_heads, stream.head_dim) == (3, 2, 8)
         assert [index for index, _, _ in stream] == [0, 1, 2]
         assert store.memory.contains(KEY)
@@ -117,7 +117,7 @@ def test_a_clean_stream_from_the_backing_tier_is_promoted() -> None:
 def test_closing_an_unread_stream_stops_its_reader() -> None:
     with ChunkKVStore(MemoryTier(1 << 20), FaultyTier()) as store:
         before = threading.active_count()
-        stream = store.prefetch_layers(KEY, expect(CHUNK))
+        stream = store.open_layers(KEY, expect(CHUNK))
         stream.close()  # still referenced: the reader must stop because of the close
         deadline = time.monotonic() + 5
         while threading.active_count() > before and time.monotonic() < deadline:

@@ -69,7 +69,7 @@ def test_a_chunk_computed_by_one_server_is_a_hit_on_another(
     with store_on(tmp_path / "a", redis_server) as first:
         first.put(KEY, ENTRY)
     with store_on(tmp_path / "b", redis_server) as second:
-        stream = second.prefetch_layers(KEY, expect(ENTRY))
+        stream = second.open_layers(KEY, expect(ENTRY))
         assert stream is not None
         assert [index for index, _, _ in stream] == list(range(ENTRY.num_layers))
         second.flush()
@@ -112,7 +112,7 @@ def test_a_damaged_layer_fails_the_stream_and_is_deleted(
             size = client.strlen(KEY_PREFIX + KEY)
             last = client.getrange(KEY_PREFIX + KEY, size - 1, size - 1)
             client.setrange(KEY_PREFIX + KEY, size - 1, bytes([last[0] ^ 0x01]))
-        stream = store.prefetch_layers(KEY, expect(ENTRY))
+        stream = store.open_layers(KEY, expect(ENTRY))
         assert stream is not None
         with pytest.raises(CorruptEntry):
             list(stream)

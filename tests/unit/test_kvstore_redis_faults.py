@@ -91,14 +91,14 @@ def test_redis_killed_mid_entry_fails_only_that_stream(
         store.put(key_of(large), large)
         store.flush()
         store.memory.delete(key_of(large))
-        stream = store.prefetch_layers(key_of(large), expect(large))
+        stream = store.open_layers(key_of(large), expect(large))
         assert stream is not None
         redis_server.kill()
         with pytest.raises(CorruptEntry):
             list(stream)  # the first read and the read-ahead hold a few layers, never twelve
         for _ in range(3):
             assert store.get(KEY, expect(ENTRY)) is None
-            assert store.prefetch_layers(KEY, expect(ENTRY)) is None
+            assert store.open_layers(KEY, expect(ENTRY)) is None
         assert store.stats()["redis_errors"] >= 1
         assert len(outage_warnings(caplog)) == 1
         redis_server.start()  # empty: the entry is written again once Redis is back

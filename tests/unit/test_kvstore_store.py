@@ -12,6 +12,7 @@ from engine.kvstore.disk import DiskTier
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.memory import MemoryTier
+from engine.kvstore.prefetch import read_ahead
 from engine.kvstore.store import ChunkKVStore
 from tests.unit.kv_entries import SECRET, expect, key_of, make_entry, same
 
@@ -76,7 +77,7 @@ def test_disk_hits_are_promoted_into_memory(store: ChunkKVStore, tmp_path: Path)
 
 def test_a_miss_everywhere_is_counted(store: ChunkKVStore) -> None:
     assert store.get(key_of(make_entry(0)), expect(make_entry(0))) is None
-    assert store.prefetch_layers(key_of(make_entry(0)), expect(make_entry(0))) is None
+    assert store.open_layers(key_of(make_entry(0)), expect(make_entry(0))) is None
     assert not store.contains(key_of(make_entry(0)))
     assert store.stats()["misses"] == 2
 
@@ -156,10 +157,8 @@ def test_prefetched_layers_match_get_and_are_promoted(store: ChunkKVStore, tmp_p
     entry = make_entry(0, layers=6)
     store.put(key_of(entry), entry)
     store.close()
-    with ChunkKVStore.create(
-        100 * ENTRY_BYTES, tmp_path / "kv", secret=SECRET, read_ahead_layers=2
-    ) as again:
-        stream = again.prefetch_layers(key_of(entry), expect(entry))
+    with ChunkKVStore.create(100 * ENTRY_BYTES, tmp_path / "kv", secret=SECRET) as again:
+        stream = again.open_layers(key_of(entry), expect(entry))
         assert stream is not None and stream.num_layers == 6
         assert stream.token_ids == entry.token_ids
         layers = list(stream)
@@ -178,8 +177,9 @@ def test_a_stream_read_layer_by_layer_as_a_blend_does_is_promoted(
     store.put(key_of(entry), entry)
     store.close()
     with ChunkKVStore.create(100 * ENTRY_BYTES, tmp_path / "kv", secret=SECRET) as again:
-        stream = again.prefetch_layers(key_of(entry), expect(entry))
-        assert stream is not None
+        opened = again.open_layers(key_of(entry), expect(entry))
+        assert opened is not None
+        [stream] = read_ahead([opened])
         taken = [next(stream) for _ in range(stream.num_layers)]  # never asks past the last
         assert [index for index, _, _ in taken] == list(range(6))
         deadline = time.monotonic() + 5
@@ -191,7 +191,7 @@ def test_a_stream_read_layer_by_layer_as_a_blend_does_is_promoted(
 def test_prefetch_from_memory_yields_the_cached_layers(store: ChunkKVStore) -> None:
     entry = make_entry(0)
     store.put(key_of(entry), entry)
-    layers = list(store.prefetch_layers(key_of(entry), expect(entry)))
+    layers = list(store.open_layers(key_of(entry), expect(entry)))
     assert all(torch.equal(k, entry.keys[i]) for i, k, _ in layers) and len(layers) == 3
 
 
@@ -204,7 +204,7 @@ def test_prefetch_reports_a_damaged_layer_and_counts_it(store: ChunkKVStore) -> 
     data = bytearray(path.read_bytes())
     data[-2] ^= 0x10
     path.write_bytes(bytes(data))
-    stream = store.prefetch_layers(key_of(entry), expect(entry))
+    stream = store.open_layers(key_of(entry), expect(entry))
     assert [next(stream)[0] for _ in range(3)] == [0, 1, 2]
     with pytest.raises(CorruptEntry):
         next(stream)
@@ -212,13 +212,13 @@ def test_prefetch_reports_a_damaged_layer_and_counts_it(store: ChunkKVStore) -> 
     assert store.get(key_of(entry), expect(entry)) is None
 
 
-def test_an_abandoned_prefetch_stops_its_reader(store: ChunkKVStore) -> None:
+def test_an_abandoned_read_ahead_stops_its_reader(store: ChunkKVStore) -> None:
     entry = make_entry(0, layers=8)
     store.put(key_of(entry), entry)
     store.flush()
     store.memory.delete(key_of(entry))
     before = threading.active_count()
-    stream = store.prefetch_layers(key_of(entry), expect(entry))
+    [stream] = read_ahead([store.open_layers(key_of(entry), expect(entry))])
     next(stream)
     stream.close()
     deadline = time.monotonic() + 5
@@ -260,7 +260,7 @@ def test_concurrent_puts_and_gets_stay_consistent(tmp_path: Path) -> None:
             if found is not None and not same(found, wanted):
                 wrong.append(key_of(wanted))
             if step % 10 == 0:
-                stream = store.prefetch_layers(key_of(wanted), expect(wanted))
+                stream = store.open_layers(key_of(wanted), expect(wanted))
                 if stream is not None and any(
                     not torch.equal(k, wanted.keys[i]) for i, k, _ in stream
                 ):

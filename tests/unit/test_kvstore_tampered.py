@@ -29,7 +29,7 @@ CHUNK = make_entry(0)
 KEY = key_of(CHUNK)
 LOOKUPS = {
     "get": lambda store: store.get(KEY, expect(CHUNK)),
-    "prefetch": lambda store: store.prefetch_layers(KEY, expect(CHUNK)),
+    "prefetch": lambda store: store.open_layers(KEY, expect(CHUNK)),
 }
 
 

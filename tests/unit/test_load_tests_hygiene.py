@@ -36,6 +36,7 @@ TOOLS = [
     ("load_tests.bench_search_latency", "out"),
     ("load_tests.bench_learnt", "out"),
     ("load_tests.bench_project_kv", "out"),
+    ("load_tests.bench_slow_hits", "out"),
 ]
 
 
