@@ -3,8 +3,9 @@
 A blend consumes its chunks layer by layer: layer i of every chunk, then layer i+1. One thread
 reads them in that order, layer i+1 of every chunk while the caller computes layer i. A thread per
 chunk did the same work but cost more than it read: on a 2-core CPU, streaming 16 chunks of 512
-tokens from Redis took 0.44 s of CPU with a thread each and 0.26 s with one thread, and the
-difference is taken from the compute the load is meant to hide behind.
+tokens from Redis took 0.43 s of CPU with a thread each and 0.27 s with one thread
+(`load_tests.bench_read_ahead`), and on a CPU engine that difference is taken from the compute
+the load is meant to hide behind.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from engine.kvstore.base import LayerKV, LayerStream
 from engine.kvstore.codec import CorruptEntry
 
 READ_AHEAD_LAYERS = 2
-"""Layers read beyond the furthest one asked for: enough to hide a slow read behind one layer's
-compute, few enough to hold little memory."""
+"""Layers kept read from the furthest one asked for on (that one included): layer i+1 loads
+while layer i computes, and little memory is held."""
 _END = object()
 
 
@@ -132,8 +133,9 @@ def _layers(feed: _Feed, index: int) -> Generator[LayerKV, None, None]:
 
 
 def read_ahead(sources: Sequence[LayerStream], depth: int = READ_AHEAD_LAYERS) -> list[LayerStream]:
-    """Read every source on one background thread, layer i of each before layer i+1 of any, at
-    most `depth` layers beyond the furthest layer any of the returned streams was asked for.
+    """Read every source on one background thread, layer i of each before layer i+1 of any,
+    up to `depth` layers from the furthest layer any returned stream asked for (that one
+    included).
 
     Returns one stream per source, with its layout, yielding the same layers in the same order;
     a source's error (such as `CorruptEntry`) is raised by its own stream where the failing layer
