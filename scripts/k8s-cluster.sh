@@ -14,7 +14,8 @@
 #   bash scripts/k8s-cluster.sh kill-node N  # SIGKILL every process of worker N (failover test)
 #   bash scripts/k8s-cluster.sh env          # prints KUBECONFIG=... and the namespace names
 # `start` records each PID in $RAGBLEND_K8S_RUN/pids; `stop` (also run when `start` fails)
-# kills exactly those, then removes the namespaces, mounts and state it made.
+# kills exactly those, then removes the namespaces, mounts and state it made. State left by a
+# cluster whose processes are all gone (a machine that restarted mid-test) is cleaned up by `start`.
 # Knobs: RAGBLEND_K8S_CACHE (/var/cache/ragblend/k8s: source, binaries, per-checksum),
 # RAGBLEND_K8S_RUN (/var/lib/ragblend-k8s: state of the running cluster, images included), RAGBLEND_K8S_WORKERS
 # (2), RAGBLEND_K8S_GRACE (16: controller-manager's --node-monitor-grace-period, seconds),
@@ -392,9 +393,24 @@ runtime_packages() {
     openssl curl
 }
 
+# True when a process recorded in $run/pids still runs its recorded program (a PID reused by
+# another program after a reboot or a restored machine snapshot does not count).
+cluster_alive() {
+  local name pid command
+  while read -r name pid; do
+    command="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" || true)"
+    [[ "$command" == *"${name#w*-}"* ]] && return 0
+  done <"$run/pids"
+  return 1
+}
+
 start() {
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces, cgroups, containerd)"
-  [ ! -e "$run/pids" ] || die "a cluster is running (state in $run): stop it first"
+  if [ -e "$run/pids" ]; then
+    cluster_alive && die "a cluster is running (state in $run): stop it first"
+    say "state of a cluster whose processes are all gone in $run: cleaning it up"
+    stop
+  fi
   runtime_packages
   local out begin i
   out="$(build)"
