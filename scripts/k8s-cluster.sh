@@ -409,6 +409,7 @@ start() {
   if [ -e "$run/pids" ]; then
     cluster_alive && die "a cluster is running (state in $run): stop it first"
     say "state of a cluster whose processes are all gone in $run: cleaning it up"
+    rm "$run/pids" # their PIDs may belong to other programs now: stop must not signal them
     stop
   fi
   runtime_packages
