@@ -9,9 +9,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.attention.bias import causal_lower_right
 
 QUERY_BLOCK = 256
-"""Queries per block; each block reads keys only up to its last query's position."""
+"""Queries per block on the CPU; each block reads keys only up to its last query's position."""
+GPU_QUERY_BLOCK = 4096
+"""Queries per block on a GPU, which bounds a block's mask (queries x keys) in memory."""
 
 
 def causal_mask(query_positions: Tensor, num_ctx_tokens: int) -> Tensor:
@@ -32,8 +35,8 @@ def selective_attention(
     q: [num_selected, num_heads, head_dim] at prompt positions `query_positions` (sorted,
     each < num_ctx_tokens); k, v: [num_ctx_tokens, num_kv_heads, head_dim] for positions
     0..num_ctx_tokens-1. num_heads must be a multiple of num_kv_heads (query head h reads KV head
-    h // (num_heads // num_kv_heads)). Computed in fp32; returns [num_selected, num_heads,
-    head_dim] in q's dtype.
+    h // (num_heads // num_kv_heads)). Computed in fp32 (on a GPU, by fused kernels that take
+    q's dtype and accumulate in fp32); returns [num_selected, num_heads, head_dim] in q's dtype.
     """
     if q.dim() != 3 or k.dim() != 3 or k.shape != v.shape:
         raise ValueError(
@@ -48,6 +51,8 @@ def selective_attention(
     if query_positions.shape != (q.shape[0],):
         raise ValueError(f"query_positions shape {tuple(query_positions.shape)} != ({q.shape[0]},)")
     positions = query_positions.to(q.device)
+    if q.is_cuda:
+        return _fused_kernel_attention(q, k, v, positions, scale)
     keys, values = k.float().transpose(0, 1), v.float().transpose(0, 1)
     blocks = []
     for start in range(0, q.shape[0], QUERY_BLOCK):
@@ -66,3 +71,38 @@ def selective_attention(
         )
     out = torch.cat(blocks, dim=1)
     return out.transpose(0, 1).to(q.dtype)
+
+
+def _fused_kernel_attention(
+    q: Tensor, k: Tensor, v: Tensor, positions: Tensor, scale: float
+) -> Tensor:
+    """``selective_attention`` on a GPU through torch's flash and memory-efficient kernels.
+
+    A block of consecutive positions (a whole prompt, the question, a run of chosen tokens) is
+    causal aligned bottom-right over the keys it sees, which the flash kernel runs as it is; any
+    other block gets an explicit mask. A mask rules flash out, and the memory-efficient kernel
+    has no grouped-query mode, so K/V heads are repeated to the query heads first: in fp32 with
+    grouped heads, SDPA falls back to unfused maths many times slower than a full prefill.
+    """
+    groups = q.shape[1] // k.shape[1]
+    # [1, heads, tokens, dim]: the fused kernels take batched 4-D inputs only
+    keys, values = (x.repeat_interleave(groups, dim=1).transpose(0, 1)[None] for x in (k, v))
+    blocks = []
+    for start in range(0, q.shape[0], GPU_QUERY_BLOCK):
+        block_positions = positions[start : start + GPU_QUERY_BLOCK]
+        first, last = (int(p) for p in block_positions[[0, -1]])
+        count = block_positions.numel()
+        if last - first + 1 == count:
+            mask = causal_lower_right(count, last + 1)
+        else:
+            mask = causal_mask(block_positions, last + 1)
+        blocks.append(
+            F.scaled_dot_product_attention(
+                q[start : start + GPU_QUERY_BLOCK].transpose(0, 1)[None],
+                keys[:, :, : last + 1].to(q.dtype),
+                values[:, :, : last + 1].to(q.dtype),
+                attn_mask=mask,
+                scale=scale,
+            )
+        )
+    return torch.cat(blocks, dim=2)[0].transpose(0, 1)

@@ -6,7 +6,8 @@ import torch
 from torch import Tensor
 
 from engine.blend.behind import PrefixKV, compute_prefix, prefill_behind
-from tests.unit.tiny_llama import LAYERS, HFAdapter, reference_kv, tiny_llama
+from load_tests.hf_decoder import HFAdapter
+from tests.unit.tiny_llama import LAYERS, reference_kv, tiny_llama
 
 Layers = list[tuple[Tensor, Tensor]]
 

@@ -10,7 +10,8 @@ from torch import Tensor
 
 from engine.blend.fuse import BlendResult, CachedChunk, blend_prefill
 from engine.contract import Metric
-from tests.unit.tiny_llama import HFAdapter, blend_at, reference_kv, rope_spec, tiny_llama
+from load_tests.hf_decoder import HFAdapter
+from tests.unit.tiny_llama import blend_at, reference_kv, rope_spec, tiny_llama
 
 PREFIX = [1]
 

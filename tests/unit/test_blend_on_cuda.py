@@ -11,12 +11,13 @@ import pytest
 import torch
 from torch import Tensor
 
-from engine.blend.attention import QUERY_BLOCK, selective_attention
+from engine.blend.attention import GPU_QUERY_BLOCK, QUERY_BLOCK, selective_attention
 from engine.blend.behind import compute_prefix, prefill_behind
 from engine.blend.fuse import BlendResult, CachedChunk, blend_prefill
 from engine.blend.rope import rotate_keys
 from engine.contract import METRICS
-from tests.unit.tiny_llama import HFAdapter, blend_at, reference_kv, rope_spec, tiny_llama
+from load_tests.hf_decoder import HFAdapter
+from tests.unit.tiny_llama import blend_at, reference_kv, rope_spec, tiny_llama
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -129,3 +130,19 @@ def test_sparse_queries_over_several_query_blocks_attend_alike_on_cuda() -> None
     on_cpu = selective_attention(q, k, v, positions, 0.25)
     on_cuda = selective_attention(*(t.to(CUDA) for t in (q, k, v, positions)), 0.25)
     torch.testing.assert_close(on_cuda.cpu(), on_cpu, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("gap", [0, 1], ids=["whole prompt", "one token left out"])
+def test_long_prompts_attend_on_cuda_in_bf16_as_on_the_cpu_in_fp32(gap: int) -> None:
+    """Consecutive queries take the fused causal kernel, any gap an explicit mask."""
+    generator = torch.Generator().manual_seed(2)
+    num_keys = GPU_QUERY_BLOCK + 900
+    positions = torch.cat([torch.arange(0, 700), torch.arange(700 + gap, num_keys)])
+    q = torch.randn(positions.numel(), 4, 16, generator=generator)
+    k, v = (torch.randn(num_keys, 2, 16, generator=generator) for _ in range(2))
+    on_cpu = selective_attention(q, k, v, positions, 0.25)
+    on_cuda = selective_attention(
+        *(t.to(CUDA, torch.bfloat16) for t in (q, k, v)), positions.to(CUDA), 0.25
+    )
+    assert on_cuda.dtype == torch.bfloat16
+    torch.testing.assert_close(on_cuda.float().cpu(), on_cpu, atol=2e-2, rtol=2e-2)

@@ -11,10 +11,10 @@ from torch import Tensor
 from engine.blend.attention import selective_attention
 from engine.blend.fuse import BlendResult, CachedChunk, blend_prefill
 from engine.contract import Recipe
+from load_tests.hf_decoder import HFAdapter
 from tests.unit.tiny_llama import (
     HEADS,
     KV_HEADS,
-    HFAdapter,
     blend_at,
     reference_kv,
     rope_spec,

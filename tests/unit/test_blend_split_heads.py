@@ -20,7 +20,8 @@ from engine.blend.check import CheckLayer, rows_to_keep
 from engine.blend.fuse import CachedChunk, blend_prefill
 from engine.blend.select import kv_deviation, local_heads_only, question_attention, select_top
 from engine.contract import Metric, Recipe
-from tests.unit.tiny_llama import HFAdapter, blend_at, rope_spec, tiny_llama
+from load_tests.hf_decoder import HFAdapter
+from tests.unit.tiny_llama import blend_at, rope_spec, tiny_llama
 
 
 class ThreadRanks:
