@@ -88,7 +88,7 @@ def timed(run: Callable[[], Any], device: torch.device, repeats: int) -> list[fl
     return times
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16")
@@ -98,8 +98,12 @@ def main() -> None:
     parser.add_argument("--modes", default="probe@0.15,v@0.15")
     parser.add_argument("--kv-on", choices=["host", "device"], default="host")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", default=scratch("blend_maths"))
-    args = parser.parse_args()
+    parser.add_argument("--out", default=scratch("blend_maths"), help="<out>.json")
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
 
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     model = random_model(args.geometry, device, dtype)

@@ -37,6 +37,8 @@ TOOLS = [
     ("load_tests.bench_learnt", "out"),
     ("load_tests.bench_project_kv", "out"),
     ("load_tests.bench_slow_hits", "out"),
+    ("load_tests.bench_blend_maths", "out"),
+    ("load_tests.bench_tools", "out"),
 ]
 
 
