@@ -44,7 +44,12 @@ from typing import Any
 import httpx
 
 from load_tests.bench_prompts import chunk_token_ids
-from load_tests.replica_launcher import Replica, running_replicas
+from load_tests.replica_launcher import (
+    Replica,
+    add_model_arguments,
+    bench_environment,
+    running_replicas,
+)
 from load_tests.report import format_grid, output_path, scratch
 from load_tests.stats import ttft_trials
 
@@ -155,8 +160,7 @@ def summary(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
-    parser.add_argument("--models-dir", default="data/models")
+    add_model_arguments(parser)
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--documents", type=int, default=6)
     parser.add_argument("--document-tokens", type=int, default=500)
@@ -170,18 +174,15 @@ def main() -> int:
     args = build_parser().parse_args()
     models_dir = Path(args.models_dir).resolve()
     tokenizer = AutoTokenizer.from_pretrained(models_dir / args.model)
-    environment = {
-        "RAGBLEND_MODEL": args.model,
-        "RAGBLEND_SERVED_MODEL_NAME": "bench",
-        "RAGBLEND_MODELS_DIR": str(models_dir),
-        "RAGBLEND_API_KEYS": API_KEY,
-        "RAGBLEND_LEARN_CONTEXTS": "true",
-        "RAGBLEND_LEARN_CONTEXTS_AFTER": "2",
-        "RAGBLEND_ENABLE_PREFIX_CACHING": "false",
-        "RAGBLEND_MAX_MODEL_LEN": str(args.documents * args.document_tokens * 2 + 1024),
-        "RAGBLEND_CHUNK_TOKENS": str(min(2048, args.document_tokens + 64)),
-        "RAGBLEND_LOG_LEVEL": "warning",
-    }
+    environment = bench_environment(
+        args,
+        RAGBLEND_API_KEYS=API_KEY,
+        RAGBLEND_LEARN_CONTEXTS="true",
+        RAGBLEND_LEARN_CONTEXTS_AFTER="2",
+        RAGBLEND_ENABLE_PREFIX_CACHING="false",
+        RAGBLEND_MAX_MODEL_LEN=str(args.documents * args.document_tokens * 2 + 1024),
+        RAGBLEND_CHUNK_TOKENS=str(min(2048, args.document_tokens + 64)),
+    )
     headers = {"Authorization": f"Bearer {API_KEY}"}
     with (
         tempfile.TemporaryDirectory(prefix="bench-learnt-") as folder,

@@ -37,7 +37,12 @@ from typing import Any
 import httpx
 
 from load_tests.bench_learnt import documents_text
-from load_tests.replica_launcher import Replica, running_replicas
+from load_tests.replica_launcher import (
+    Replica,
+    add_model_arguments,
+    bench_environment,
+    running_replicas,
+)
 from load_tests.report import format_grid, output_path, scratch
 from load_tests.stats import ttft_trials
 
@@ -106,8 +111,7 @@ def summary(trials: list[dict[str, float]]) -> list[dict[str, Any]]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
-    parser.add_argument("--models-dir", default="data/models")
+    add_model_arguments(parser)
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--documents", type=int, default=4)
     parser.add_argument("--document-tokens", type=int, default=300)
@@ -121,16 +125,13 @@ def main() -> int:
     args = build_parser().parse_args()
     models_dir = Path(args.models_dir).resolve()
     tokenizer = AutoTokenizer.from_pretrained(models_dir / args.model)
-    environment = {
-        "RAGBLEND_MODEL": args.model,
-        "RAGBLEND_SERVED_MODEL_NAME": "bench",
-        "RAGBLEND_MODELS_DIR": str(models_dir),
-        "RAGBLEND_API_KEYS": ",".join(f"{key(p)}:{p}" for p in (*ISOLATED, *SHARING)),
-        "RAGBLEND_SHARED_KV_PROJECTS": ",".join(SHARING),
-        "RAGBLEND_ENABLE_PREFIX_CACHING": "false",
-        "RAGBLEND_MAX_MODEL_LEN": str(args.documents * args.document_tokens * 2 + 1024),
-        "RAGBLEND_LOG_LEVEL": "warning",
-    }
+    environment = bench_environment(
+        args,
+        RAGBLEND_API_KEYS=",".join(f"{key(p)}:{p}" for p in (*ISOLATED, *SHARING)),
+        RAGBLEND_SHARED_KV_PROJECTS=",".join(SHARING),
+        RAGBLEND_ENABLE_PREFIX_CACHING="false",
+        RAGBLEND_MAX_MODEL_LEN=str(args.documents * args.document_tokens * 2 + 1024),
+    )
     with (
         tempfile.TemporaryDirectory(prefix="bench-project-kv-") as folder,
         running_replicas(["projects"], Path(folder), environment) as (replica,),

@@ -26,7 +26,6 @@ writes a JSON file.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -37,8 +36,8 @@ from typing import Any
 
 import httpx
 
-from load_tests.replica_launcher import running_replicas
-from load_tests.report import format_grid, output_path, scratch
+from load_tests.replica_launcher import add_model_arguments, bench_environment, running_replicas
+from load_tests.report import format_grid, output_path, scratch, write_json
 from load_tests.stats import ttft_trials
 
 API_KEY = "bench-key"
@@ -122,8 +121,7 @@ def summary(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
-    parser.add_argument("--models-dir", default="data/models")
+    add_model_arguments(parser)
     parser.add_argument("--tools", type=int, default=40)
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--out", default=scratch("tools_ttft"), help="<out>.json")
@@ -132,13 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
-    environment = {
-        "RAGBLEND_MODEL": args.model,
-        "RAGBLEND_SERVED_MODEL_NAME": "bench",
-        "RAGBLEND_MODELS_DIR": str(Path(args.models_dir).resolve()),
-        "RAGBLEND_API_KEYS": API_KEY,
-        "RAGBLEND_LOG_LEVEL": "warning",
-    }
+    environment = bench_environment(args, RAGBLEND_API_KEYS=API_KEY)
     with (
         tempfile.TemporaryDirectory(prefix="bench-tools-") as folder,
         running_replicas(["tools"], Path(folder), environment) as (replica,),
@@ -158,10 +150,8 @@ def main() -> int:
          str(row["prompt_tokens"]), str(row["cached_tokens"]))
         for row in rows
     ]))  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     document = {"settings": vars(args), "rows": rows, "trials": trials}
-    output_path(out, ".json").write_text(json.dumps(document, indent=2))
+    write_json(output_path(Path(args.out), ".json"), document)
     return 0
 
 

@@ -8,6 +8,7 @@ ends. Each server gets a data dir of its own under the given folder.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -26,6 +27,24 @@ from load_tests.launch import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 READY_SECONDS = 900.0
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--model`` and ``--models-dir``: what a benchmark's server serves, from where."""
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    parser.add_argument("--models-dir", default="data/models")
+
+
+def bench_environment(args: argparse.Namespace, **settings: str) -> dict[str, str]:
+    """A benchmark server's settings: ``args.model`` served as "bench", quiet logs, and
+    ``settings`` (``RAGBLEND_`` variables)."""
+    return {
+        "RAGBLEND_MODEL": args.model,
+        "RAGBLEND_SERVED_MODEL_NAME": "bench",
+        "RAGBLEND_MODELS_DIR": str(Path(args.models_dir).resolve()),
+        "RAGBLEND_LOG_LEVEL": "warning",
+        **settings,
+    }
 
 
 class ReplicaFailed(RuntimeError):
