@@ -86,7 +86,9 @@ def _fused_kernel_attention(
     """
     groups = q.shape[1] // k.shape[1]
     # [1, heads, tokens, dim]: the fused kernels take batched 4-D inputs only
-    keys, values = (x.repeat_interleave(groups, dim=1).transpose(0, 1)[None] for x in (k, v))
+    keys, values = (
+        x.to(q.dtype).repeat_interleave(groups, dim=1).transpose(0, 1)[None] for x in (k, v)
+    )
     blocks = []
     for start in range(0, q.shape[0], GPU_QUERY_BLOCK):
         block_positions = positions[start : start + GPU_QUERY_BLOCK]
@@ -99,8 +101,8 @@ def _fused_kernel_attention(
         blocks.append(
             F.scaled_dot_product_attention(
                 q[start : start + GPU_QUERY_BLOCK].transpose(0, 1)[None],
-                keys[:, :, : last + 1].to(q.dtype),
-                values[:, :, : last + 1].to(q.dtype),
+                keys[:, :, : last + 1],
+                values[:, :, : last + 1],
                 attn_mask=mask,
                 scale=scale,
             )
