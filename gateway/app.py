@@ -231,9 +231,7 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
             context = None
             if neighbours is not None:
                 context = NeighbourContext(state.library, tokenizer, neighbours.count)
-            state.precomputer = Precomputer(
-                state.library, state.chunk_cache, context, state.kv_salt
-            )
+            state.precomputer = Precomputer(state.library, state.chunk_cache, context, state.tenant)
             state.precomputer.start()
             state.kv_status = KVStatusFollower(state.library.store)
             state.kv_status.start()

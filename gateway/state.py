@@ -15,10 +15,14 @@ from gateway.http.admission import AdmissionGate
 from gateway.http.errors import APIError
 from gateway.http.limits import CALLER, unauthorized
 from gateway.http.project_usage import UsageBook
-from gateway.http.projects import Caller, KeyRing, kv_salt
+from gateway.http.projects import Caller, KeyRing, resolve_tenant
 from gateway.http.shutdown import Shutdown
 from gateway.rag.passage_index import KnownPassages
 from gateway.settings import Settings
+from retriever import Tenant
+
+TENANT = "ragblend.tenant"
+"""The request scope's key of its resolved `Tenant`."""
 
 if TYPE_CHECKING:
     from gateway.rag.kv_status import KVStatusFollower
@@ -72,10 +76,10 @@ class AppState:
         """Library chunks' KV is precomputed behind their neighbours."""
         return self.precomputer is not None and self.precomputer.context is not None
 
-    def kv_salt(self, project: str) -> str:
-        """What `project`'s chunk KV keys and prefix-cache entries are salted with: its name, or
-        nothing for a project that shares chunk KV (`shared_kv_projects`)."""
-        return kv_salt(project, self.settings.shared_kv_projects)
+    def tenant(self, project: str) -> Tenant:
+        """`project` with what its chunk KV keys and prefix-cache entries are salted with: its
+        name, or nothing for a project that shares chunk KV (`shared_kv_projects`)."""
+        return resolve_tenant(project, self.settings.shared_kv_projects)
 
     def model_names(self) -> set[str]:
         return {self.settings.name_for_clients, self.settings.model}
@@ -94,9 +98,15 @@ def authorized(request: Request) -> Caller:
     return caller
 
 
-def request_project(caller: Annotated[Caller, Depends(authorized)]) -> str:
-    """The project whose objects the request may see and change."""
-    return caller.project
+def request_tenant(request: Request) -> Tenant:
+    """The caller's tenant: the project whose objects the request may see and change, with its
+    chunk-KV salt. Resolved once a request and kept in its scope, where the routes' dependency
+    and the generation that serves them read the same value."""
+    tenant = request.scope.get(TENANT)
+    if tenant is None:
+        tenant = app_state(request).tenant(authorized(request).project)
+        request.scope[TENANT] = tenant
+    return tenant
 
 
 def ready_state(request: Request) -> AppState:
@@ -129,6 +139,6 @@ def library_state(request: Request) -> AppState:
 
 
 CurrentState = Annotated[AppState, Depends(app_state)]
-Project = Annotated[str, Depends(request_project)]
+RequestTenant = Annotated[Tenant, Depends(request_tenant)]
 ReadyState = Annotated[AppState, Depends(ready_state)]
 LibraryState = Annotated[AppState, Depends(library_state)]

@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from transformers import AutoTokenizer
 
-    from retriever import Embedder, Library, NewDocument, Ranking
+    from retriever import DEFAULT_PROJECT, Embedder, Library, NewDocument, Ranking, Tenant
+
+    tenant = Tenant(DEFAULT_PROJECT, kv_salt="")  # the library alone: no KV, no salt
 
     passages, asked = sample(
         QA_LOADERS[args.dataset](Path(args.data)), args.passages, args.questions, args.seed
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         for start in range(0, len(passages), INGEST_BATCH):
             batch = passages[start : start + INGEST_BATCH]
-            library.ingest([NewDocument(ids[passage], passage) for passage in batch])
+            library.ingest([NewDocument(ids[passage], passage) for passage in batch], tenant=tenant)
         print(f"ingested {len(passages)} passages in {time.monotonic() - started:.0f} s")
         for name, weights in RANKINGS.items():
             ranking = Ranking(*weights)
@@ -107,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                 gold_rank(
                     [
                         hit.document_id
-                        for hit in library.search(item.question, 10, None, None, ranking)
+                        for hit in library.search(
+                            item.question, 10, None, None, ranking, tenant=tenant
+                        )
                     ],
                     ids[item.passage],
                 )

@@ -103,7 +103,9 @@ def measure(
     """Per ranking of `rankings`: the latency percentiles of searching every question (after one
     warm-up); and of embedding the question alone, which every search but a keyword-only one
     includes."""
-    from retriever import Ranking
+    from retriever import DEFAULT_PROJECT, Ranking, Tenant
+
+    tenant = Tenant(DEFAULT_PROJECT, kv_salt="")  # the library alone: no KV, no salt
 
     library.embedder.embed(questions[:1])
     seconds = []
@@ -114,11 +116,11 @@ def measure(
     results = {"(query embedding)": percentiles(seconds)}
     for name in rankings:
         ranking = Ranking(*RANKINGS[name])
-        library.search(questions[0], top_k, None, None, ranking)
+        library.search(questions[0], top_k, None, None, ranking, tenant=tenant)
         seconds = []
         for question in questions:
             started = time.perf_counter()
-            library.search(question, top_k, None, None, ranking)
+            library.search(question, top_k, None, None, ranking, tenant=tenant)
             seconds.append(time.perf_counter() - started)
         results[name] = percentiles(seconds)
     return results
@@ -166,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from transformers import AutoTokenizer
 
-    from retriever import Embedder, Library, NewDocument
+    from retriever import DEFAULT_PROJECT, Embedder, Library, NewDocument, Tenant
+
+    tenant = Tenant(DEFAULT_PROJECT, kv_salt="")  # the library alone: no KV, no salt
 
     data = Path(args.data)
     sentences = real_sentences(data)
@@ -179,12 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         with library_folder(args.libraries, count) as folder:
             library = Library(folder, tokenizer, PseudoRandomVectors(embedder.dim))
             started = time.monotonic()
-            if library.list(0, 1)[1] < count:  # not built yet, or cut short
+            if library.list(0, 1, tenant=tenant)[1] < count:  # not built yet, or cut short
                 texts = chunk_texts(sentences, count, args.sentences, args.seed)
                 for start in range(0, count, INGEST_BATCH):
                     batch = texts[start : start + INGEST_BATCH]
                     library.ingest(
-                        [NewDocument(f"d{start + n}", text) for n, text in enumerate(batch)]
+                        [NewDocument(f"d{start + n}", text) for n, text in enumerate(batch)],
+                        tenant=tenant,
                     )
             stored = len(library.store.chunk_ids())
             print(f"{count} texts: {stored} chunks in {time.monotonic() - started:.0f} s")

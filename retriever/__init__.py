@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from retriever.search.index import VectorIndex
     from retriever.search.neighbours import NeighbourPolicy, context_order, nearest_chunks
     from retriever.search.ranking import Ranking, Reranker
+    from retriever.tenant import Tenant
 
 _HOMES: dict[str, tuple[str, ...]] = {
     "retriever.ingest.chunking": ("Chunking",),
@@ -65,6 +66,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "retriever.search.index": ("VectorIndex",),
     "retriever.search.neighbours": ("NeighbourPolicy", "context_order", "nearest_chunks"),
     "retriever.search.ranking": ("Ranking", "Reranker"),
+    "retriever.tenant": ("Tenant",),
 }
 """Where each exported name is defined."""
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
@@ -98,6 +100,7 @@ __all__ = [
     "Reranker",
     "StoreFileRecord",
     "StoredResponse",
+    "Tenant",
     "TextTooLarge",
     "UnknownCursor",
     "UnknownFiles",

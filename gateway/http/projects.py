@@ -4,7 +4,9 @@
 ``key:project`` or ``key:project:admin``; a bare key belongs to the ``default`` project, so the
 format from before projects keeps its meaning. Every stored object belongs to one project and a
 key sees only its own project's (`retriever` scopes each query). With no keys at all,
-authentication is off and every request is ``default``.
+authentication is off and every request is ``default``. A caller's project resolves, once a
+request, into its `Tenant` (`resolve_tenant`): the project with the salt of its cached KV, which
+every call below the gateway takes.
 
 The key file is read again when its modification time changes (checked at most once a request)
 and on SIGHUP, so keys rotate without a restart. A file that no longer parses keeps the keys
@@ -22,7 +24,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from retriever import DEFAULT_PROJECT
+from retriever import DEFAULT_PROJECT, Tenant
 
 log = logging.getLogger(__name__)
 PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -148,11 +150,12 @@ class KeyRing:
             )
 
 
-def kv_salt(project: str, shared: Collection[str]) -> str:
-    """The salt of `project`'s chunk KV and prefix-cache entries: its name, so that no project
-    hits, or can time, another's cached text; empty for the projects in `shared`, which hit one
-    another's (and so can tell what the others sent: the timing side channel they accept)."""
-    return "" if project in shared else project
+def resolve_tenant(project: str, shared: Collection[str]) -> Tenant:
+    """`project` with the salt of its chunk KV and prefix-cache entries, the one place that
+    salt is derived: its name, so that no project hits, or can time, another's cached text;
+    empty for the projects in `shared`, which hit one another's (and so can tell what the others
+    sent: the timing side channel they accept)."""
+    return Tenant(project, "" if project in shared else project)
 
 
 def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:

@@ -26,7 +26,7 @@ from gateway.openai.sampling import default_max_tokens, sampling_params
 from gateway.rag.chunked_prompt import ChunkContext
 from gateway.rag.generation import ChoiceDelta, Generation, TokenLogprob, Usage
 from gateway.rag.prompts import completion_budget
-from gateway.state import AppState, authorized
+from gateway.state import AppState, request_tenant
 
 log = logging.getLogger(__name__)
 
@@ -145,15 +145,14 @@ def start_generation(
         for ids in prepared.prompts
     )
     params = sampling_params(fields, budget, prepared.logprobs, engine, prepared.structured_outputs)
-    project = authorized(request).project
-    salt = state.kv_salt(project)
-    plan = None if prepared.plan is None else replace(prepared.plan, kv_salt=salt)
+    tenant = request_tenant(request)
+    plan = None if prepared.plan is None else replace(prepared.plan, kv_salt=tenant.kv_salt)
     generation = Generation(
         engine,
         prepared.prompts,
         params,
         plan,
-        kv_salt=salt,
+        kv_salt=tenant.kv_salt,
         context=prepared.context,
         started=prepared.arrived,
     )
@@ -166,7 +165,7 @@ def start_generation(
         state.gate.leave()
         metrics.IN_FLIGHT.labels(route).dec()
         metrics.GENERATION_TOKENS.labels(route).inc(generation.usage.completion_tokens)
-        state.usage.record(project, generation.usage)
+        state.usage.record(tenant.project, generation.usage)
         if generation.time_to_first_token is not None:
             metrics.TIME_TO_FIRST_TOKEN.labels(route).observe(generation.time_to_first_token)
         summary = generation.blend_summary()

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from fastapi import Body, Depends, Request
 
 from gateway.http.errors import APIError
-from gateway.state import AppState, Project, library_state
-from retriever import RagObjects
+from gateway.state import AppState, RequestTenant, library_state
+from retriever import RagObjects, Tenant
 
 
 def rag_state(request: Request) -> AppState:
@@ -22,15 +22,15 @@ def rag_state(request: Request) -> AppState:
 RagState = Annotated[AppState, Depends(rag_state)]
 
 
-def objects_of(state: AppState, project: str) -> RagObjects:
-    """`project`'s files, vector stores and stored responses."""
+def objects_of(state: AppState, tenant: Tenant) -> RagObjects:
+    """`tenant`'s files, vector stores and stored responses."""
     assert state.rag_objects is not None
-    return state.rag_objects.in_project(project)
+    return state.rag_objects.in_project(tenant)
 
 
-def project_objects(state: RagState, project: Project) -> RagObjects:
+def project_objects(state: RagState, tenant: RequestTenant) -> RagObjects:
     """The caller's project's objects: another project's ids are unknown through them."""
-    return objects_of(state, project)
+    return objects_of(state, tenant)
 
 
 ProjectObjects = Annotated[RagObjects, Depends(project_objects)]

@@ -20,7 +20,7 @@ from gateway.http.multipart import UploadedFile
 from gateway.http.upload_text import upload_text
 from gateway.openai.chunking_strategy import requested_chunking, strategy_object
 from gateway.state import AppState
-from retriever import Chunking, FileRecord, NewDocument, RagObjects, UnknownFiles
+from retriever import Chunking, FileRecord, NewDocument, RagObjects, Tenant, UnknownFiles
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def _planned_moves(
                 f"File '{request.file_id}' is asked for twice, chunked two ways.",
                 param=request.param,
             )
-        document = library.get(record.document_id, objects.project)
+        document = library.get(record.document_id, tenant=objects.tenant)
         if document is None or library.chunking_of(document.content_hash) == request.chunking:
             continue
         others = [s for s in files.vector_stores_of(record.id) if s != vector_store_id]
@@ -114,19 +114,19 @@ async def _move(
     text = await upload_text(UploadedFile(record.filename, None, content), state.settings)
     metadata = {"filename": record.filename, "file_id": record.id}
     document = NewDocument(None, text, metadata, chunking)
-    ingested = (await asyncio.to_thread(library.ingest, [document], objects.project))[0]
+    ingested = (await asyncio.to_thread(library.ingest, [document], tenant=objects.tenant))[0]
     left = await asyncio.to_thread(files.move_to_document, record.id, ingested.id, ingested.created)
     if left is not None:
-        await drop_document(state, objects.project, left)
+        await drop_document(state, objects.tenant, left)
 
 
-async def drop_document(state: AppState, project: str, document_id: str) -> None:
-    """Delete a document of `project` no file uses any more, its chunk KV, and requeue the
+async def drop_document(state: AppState, tenant: Tenant, document_id: str) -> None:
+    """Delete a document of `tenant` no file uses any more, its chunk KV, and requeue the
     chunks computed behind its chunks."""
     assert state.library is not None
-    chunks = await asyncio.to_thread(state.library.delete, document_id, project)
+    chunks = await asyncio.to_thread(state.library.delete, document_id, tenant=tenant)
     if chunks and state.chunk_cache is not None:
-        salt = state.kv_salt(project)
-        await state.chunk_cache.evict([chunk.token_ids for chunk in chunks], salt)
+        evicted = [chunk.token_ids for chunk in chunks]
+        await state.chunk_cache.evict(evicted, tenant.kv_salt)
     if chunks and state.precomputer is not None:
         state.precomputer.notify()  # chunks computed behind the deleted ones

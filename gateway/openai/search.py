@@ -70,7 +70,7 @@ def search_stores(objects: RagObjects, library: Library, search: StoreSearch) ->
             search.score_threshold,
             sorted(by_document),
             search.ranking,
-            objects.project,
+            tenant=objects.tenant,
         )
         for hit in hits:
             if hit.chunk_id not in best or best[hit.chunk_id].score < hit.score:

@@ -48,7 +48,7 @@ class Arrangement:
     digests: tuple[Digest, ...]
     contexts: tuple[Digest, ...]
     salt: str = ""
-    """The chunk-KV salt of the requests' project (`AppState.kv_salt`): one project's learnt
+    """The chunk-KV salt of the requests' project (`Tenant.kv_salt`): one project's learnt
     contexts are never another's."""
     head: tuple[int, ...] = ()
     """The prompt's tokens before the first chunk (chat template, system prompt, earlier turns)

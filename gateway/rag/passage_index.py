@@ -126,7 +126,7 @@ class KnownPassages:
 
     def remember(self, documents: Iterable[str], salt: str) -> None:
         """Documents a request sent: their chunk KV is stored under their text's token ids and
-        the sender's chunk-KV ``salt`` (`AppState.kv_salt`)."""
+        the sender's chunk-KV ``salt`` (`Tenant.kv_salt`)."""
         for text in documents:
             self.sent.add((salt, passage_key(text)), text)
 

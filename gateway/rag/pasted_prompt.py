@@ -27,7 +27,7 @@ from gateway.rag.chunked_prompt import ChunkContext, ChunkedPrompt
 from gateway.rag.passage_index import FoundPassage, KnownPassages
 from gateway.settings import Settings
 from gateway.state import AppState
-from retriever import Library, LibraryUnavailable
+from retriever import Library, LibraryUnavailable, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -99,26 +99,27 @@ async def pasted_chat(
     messages: list[ChatMessage],
     tools: list[dict[str, Any]] | None,
     state: AppState,
-    project: str,
+    tenant: Tenant,
 ) -> PastedPrompt:
-    """The chat template's text with `project`'s known passages as chunks."""
+    """The chat template's text with `tenant`'s known passages as chunks."""
     text = render_chat(messages, state.tokenizer, tools)
-    return await _pasted(text, [], state, project)
+    return await _pasted(text, [], state, tenant)
 
 
-async def pasted_completion(prompt: str, state: AppState, project: str) -> PastedPrompt:
-    """The prompt after the tokenizer's own leading special tokens (BOS), `project`'s known
+async def pasted_completion(prompt: str, state: AppState, tenant: Tenant) -> PastedPrompt:
+    """The prompt after the tokenizer's own leading special tokens (BOS), `tenant`'s known
     passages as chunks."""
-    return await _pasted(prompt, state.tokenizer.encode(""), state, project)
+    return await _pasted(prompt, state.tokenizer.encode(""), state, tenant)
 
 
-async def _pasted(text: str, head: list[int], state: AppState, project: str) -> PastedPrompt:
+async def _pasted(text: str, head: list[int], state: AppState, tenant: Tenant) -> PastedPrompt:
     known = state.passages
     library_chunks: set[int] | None = set()
     if state.library is not None:
-        library_chunks = await asyncio.to_thread(_project_chunks, known, state.library, project)
-    salt = state.kv_salt(project)
-    found = await asyncio.to_thread(known.find, text, salt, library_chunks)
+        library_chunks = await asyncio.to_thread(
+            _project_chunks, known, state.library, tenant.project
+        )
+    found = await asyncio.to_thread(known.find, text, tenant.kv_salt, library_chunks)
     prompt, placed = split_prompt(text, found, state.tokenizer, head)
     for passage in placed:
         metrics.PASTED_PASSAGES.labels(passage.origin).inc()

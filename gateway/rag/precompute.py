@@ -30,6 +30,7 @@ from retriever import (
     LibraryStore,
     LibraryUnavailable,
     OutageLog,
+    Tenant,
 )
 
 log = logging.getLogger(__name__)
@@ -47,15 +48,15 @@ class Precomputer:
         library: Library,
         chunk_cache: ChunkCache,
         context: NeighbourContext | None,
-        kv_salt: Callable[[str], str],
+        tenant_of: Callable[[str], Tenant],
     ) -> None:
         self.library = library
         self.chunk_cache = chunk_cache
         self.context = context
         """None: every chunk behind the fixed prefix alone."""
-        self.kv_salt = kv_salt
-        """A project's chunk-KV salt (`AppState.kv_salt`): a chunk is stored as its project's
-        requests look it up."""
+        self.tenant_of = tenant_of
+        """A project's tenant (`AppState.tenant`), whose chunk-KV salt a chunk is stored under,
+        as its project's requests look it up."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._outage = OutageLog(log, "chunk precompute")
@@ -92,50 +93,49 @@ class Precomputer:
                 self.notify()
 
     async def _precompute(self, store: LibraryStore, row: ChunkRow) -> None:
-        project = await asyncio.to_thread(_project_of, store, row)
+        tenant = self.tenant_of(await asyncio.to_thread(_project_of, store, row))
         if row.kv_cached:
-            await self._refresh(store, row, project)
+            await self._refresh(store, row, tenant)
             return
-        context = await self._context(row, project)
+        context = await self._context(row, tenant)
         try:
-            salt = self.kv_salt(project)
+            salt = tenant.kv_salt
             stats = await self.chunk_cache.precompute(row.token_ids, context, salt=salt)
         except Exception:
             log.exception("precomputing chunk %s of %s failed", row.chunk_index, row.document_id)
             await asyncio.to_thread(store.set_status, row.document_id, "failed")
             await asyncio.to_thread(store.mark_chunk_cached, row.id, None)  # no retry forever
             return
-        await self._record(store, row, project, _stored_key(stats))
+        await self._record(store, row, tenant, _stored_key(stats))
 
-    async def _refresh(self, store: LibraryStore, row: ChunkRow, project: str) -> None:
+    async def _refresh(self, store: LibraryStore, row: ChunkRow, tenant: Tenant) -> None:
         """A stale chunk: computed again behind its neighbours now, replacing its entry, which
         serves requests until then. When no new entry is stored the chunk is precomputed
         plainly: kept if its old entry is there, else stored behind the fixed prefix. Should
         that fail too, its record stays as it is (logged)."""
-        context = await self._context(row, project)
-        key = await self._stored_or_none(row, project, context, replace=True)
+        context = await self._context(row, tenant)
+        key = await self._stored_or_none(row, tenant, context, replace=True)
         CHUNK_CONTEXT_REFRESHES.labels("failed" if key is None else "replaced").inc()
         if key is None:
-            key = await self._stored_or_none(row, project, None, replace=False)
+            key = await self._stored_or_none(row, tenant, None, replace=False)
         if key is None:
             await asyncio.to_thread(store.cancel_requeue, row.id)
             return
-        await self._record(store, row, project, key)
+        await self._record(store, row, tenant, key)
 
-    async def _context(self, row: ChunkRow, project: str) -> list[list[int]] | None:
+    async def _context(self, row: ChunkRow, tenant: Tenant) -> list[list[int]] | None:
         """What the chunk is computed behind; a database outage is raised, to retry it later."""
         if self.context is None:
             return None
-        return await asyncio.to_thread(self.context.of, row, project)
+        return await asyncio.to_thread(self.context.of, row, tenant.project)
 
     async def _stored_or_none(
-        self, row: ChunkRow, project: str, context: list[list[int]] | None, replace: bool
+        self, row: ChunkRow, tenant: Tenant, context: list[list[int]] | None, replace: bool
     ) -> str | None:
         """The key the chunk is stored under after this precompute, or None (failure logged)."""
         try:
-            salt = self.kv_salt(project)
             stats = await self.chunk_cache.precompute(
-                row.token_ids, context, replace=replace, salt=salt
+                row.token_ids, context, replace=replace, salt=tenant.kv_salt
             )
         except Exception:
             log.exception("refreshing chunk %s of %s failed", row.chunk_index, row.document_id)
@@ -143,11 +143,11 @@ class Precomputer:
         return _stored_key(stats)
 
     async def _record(
-        self, store: LibraryStore, row: ChunkRow, project: str, key: str | None
+        self, store: LibraryStore, row: ChunkRow, tenant: Tenant, key: str | None
     ) -> None:
         if not await asyncio.to_thread(store.mark_chunk_cached, row.id, key):
             # The document was deleted meanwhile: drop what was just stored for it.
-            await self.chunk_cache.evict([row.token_ids], self.kv_salt(project))
+            await self.chunk_cache.evict([row.token_ids], tenant.kv_salt)
 
 
 def _project_of(store: LibraryStore, row: ChunkRow) -> str:

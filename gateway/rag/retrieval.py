@@ -14,16 +14,17 @@ from gateway.openai.ranking import ranking_for
 from gateway.rag.chunked_prompt import ChunkedPrompt, Chunks, document_chunks, stored_chunks
 from gateway.rag.learnt_tracker import Arrangement
 from gateway.state import AppState
+from retriever import Tenant
 
 
 async def request_chunks(
-    fields: SamplingFields, query: str, state: AppState, project: str
+    fields: SamplingFields, query: str, state: AppState, tenant: Tenant
 ) -> Chunks | None:
     """The chunks to place before the question, or None for a plain request; retrieval
-    searches only `project`'s documents."""
+    searches only `tenant`'s documents."""
     documents = fields.document_texts
     if documents is not None:
-        state.passages.remember(documents, state.kv_salt(project))
+        state.passages.remember(documents, tenant.kv_salt)
         return document_chunks(documents, state.tokenizer)
     options = fields.retrieval
     if options is None and state.settings.retrieval_by_default and state.library is not None:
@@ -40,7 +41,7 @@ async def request_chunks(
             options.threshold,
             options.document_ids,
             ranking_for(options.ranking_options, state.settings),
-            project,
+            tenant=tenant,
         )
     except ValueError as exc:
         raise APIError(400, f"Retrieval needs a question: {exc}.", param="retrieval") from exc
@@ -53,17 +54,17 @@ async def request_chunks(
     return replace(chunks, sources=sources, context=context)
 
 
-def learnt_chunks(chunks: Chunks, prompt: ChunkedPrompt, state: AppState, project: str) -> Chunks:
+def learnt_chunks(chunks: Chunks, prompt: ChunkedPrompt, state: AppState, tenant: Tenant) -> Chunks:
     """``chunks``, placed in ``prompt``, as learnt when they stand where their KV was learnt in
-    `project`'s chunk-KV salt (sightings counted, with the prompt's head before them)."""
+    `tenant`'s chunk-KV salt (sightings counted, with the prompt's head before them)."""
     if state.learnt_contexts is None or not prompt.spans:
         return chunks
     head = prompt.token_ids[: prompt.spans[0].start]
-    return state.learnt_contexts.classify(chunks, state.kv_salt(project), head)
+    return state.learnt_contexts.classify(chunks, tenant.kv_salt, head)
 
 
 def learning_plan(
-    chunks: Chunks, prompt: ChunkedPrompt, plan: BlendPlan, state: AppState, project: str
+    chunks: Chunks, prompt: ChunkedPrompt, plan: BlendPlan, state: AppState, tenant: Tenant
 ) -> tuple[BlendPlan, Callable[[BlendStats | None], bool] | None]:
     """With learning on, a cold request's plan stores the chunks it misses as computed in place
     (those before any reused chunk); what records the set as learnt if it missed them all."""
@@ -71,5 +72,5 @@ def learning_plan(
     if learnt is None or chunks.context != "cold" or len(chunks.token_ids) < 2:
         return plan, None
     head = prompt.token_ids[: prompt.spans[0].start]
-    arrangement = Arrangement.of(chunks.token_ids, chunks.separator, state.kv_salt(project), head)
+    arrangement = Arrangement.of(chunks.token_ids, chunks.separator, tenant.kv_salt, head)
     return replace(plan, store_behind_context=True), partial(learnt.record_learnt, arrangement)

@@ -23,14 +23,14 @@ from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.pasted_prompt import pasted_chat, segmenting
 from gateway.rag.prompts import chat_prompt
 from gateway.rag.retrieval import learning_plan, learnt_chunks, request_chunks
-from gateway.state import CurrentState, Project, authorized, check_model, ready_state
+from gateway.state import CurrentState, RequestTenant, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
 
 @router.post("/v1/chat/completions", response_model=None)
 async def create_chat_completion(
-    body: ChatCompletionRequest, request: Request, state: CurrentState, project: Project
+    body: ChatCompletionRequest, request: Request, state: CurrentState, tenant: RequestTenant
 ) -> Response:
     """The request's own checks come first: a bad request is a 400 even while the model loads."""
     arrived = time.perf_counter()
@@ -47,15 +47,15 @@ async def create_chat_completion(
     after_blend = None
     questions = [message.text for message in body.messages if message.role == "user"]
     question = questions[-1] if questions else ""
-    chunks = None if segment else await request_chunks(body, question, state, project)
+    chunks = None if segment else await request_chunks(body, question, state, tenant)
     if chunks is not None:
         chunked = chat_with_chunks(body.messages, chunks, state.tokenizer, tools)
-        chunks = learnt_chunks(chunks, chunked, state, project)
+        chunks = learnt_chunks(chunks, chunked, state, tenant)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
-        plan, after_blend = learning_plan(chunks, chunked, plan, state, project)
+        plan, after_blend = learning_plan(chunks, chunked, plan, state, tenant)
         prompt, sources, context = chunked.token_ids, chunks.sources, chunks.context
     elif segment:
-        pasted = await pasted_chat(body.messages, tools, state, project)
+        pasted = await pasted_chat(body.messages, tools, state, tenant)
         plan = pasted.plan(body.blend, state.settings, engine.blending, state.neighbour_contexts)
         prompt, pasted_passages = pasted.prompt.token_ids, len(pasted.passages)
         context = pasted.context(state.neighbour_contexts)

@@ -19,14 +19,14 @@ from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.pasted_prompt import pasted_completion, segmenting
 from gateway.rag.prompts import completion_prompts
 from gateway.rag.retrieval import learning_plan, learnt_chunks, request_chunks
-from gateway.state import CurrentState, Project, authorized, check_model, ready_state
+from gateway.state import CurrentState, RequestTenant, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
 
 @router.post("/v1/completions", response_model=None)
 async def create_completion(
-    body: CompletionRequest, request: Request, state: CurrentState, project: Project
+    body: CompletionRequest, request: Request, state: CurrentState, tenant: RequestTenant
 ) -> Response:
     """The request's own checks come first: a bad request is a 400 even while the model loads."""
     arrived = time.perf_counter()
@@ -40,15 +40,15 @@ async def create_completion(
     assert engine is not None
     plan, sources, pasted_passages, context = None, None, None, "cold"
     after_blend = None
-    chunks = None if text is None or segment else await request_chunks(body, text, state, project)
+    chunks = None if text is None or segment else await request_chunks(body, text, state, tenant)
     if text is not None and chunks is not None:
         chunked = completion_with_chunks(text, chunks, state.tokenizer)
-        chunks = learnt_chunks(chunks, chunked, state, project)
+        chunks = learnt_chunks(chunks, chunked, state, tenant)
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
-        plan, after_blend = learning_plan(chunks, chunked, plan, state, project)
+        plan, after_blend = learning_plan(chunks, chunked, plan, state, tenant)
         prompts, sources, context = [chunked.token_ids], chunks.sources, chunks.context
     elif text is not None and segment:
-        pasted = await pasted_completion(text, state, project)
+        pasted = await pasted_completion(text, state, tenant)
         plan = pasted.plan(body.blend, state.settings, engine.blending, state.neighbour_contexts)
         prompts, pasted_passages = [pasted.prompt.token_ids], len(pasted.passages)
         context = pasted.context(state.neighbour_contexts)

@@ -18,7 +18,7 @@ from gateway.http.errors import APIError
 from gateway.http.upload_text import upload_text
 from gateway.openai.chunking_strategy import requested_chunking, strategy_object
 from gateway.settings import Settings
-from gateway.state import LibraryState, Project, authorized
+from gateway.state import LibraryState, RequestTenant, authorized
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
@@ -40,14 +40,14 @@ class IngestBody(BaseModel):
 
 @router.post("/v1/documents")
 async def ingest_documents(
-    request: Request, state: LibraryState, project: Project
+    request: Request, state: LibraryState, tenant: RequestTenant
 ) -> dict[str, Any]:
     from retriever import DocumentConflict, InvalidIngest
 
     assert state.library is not None
     documents = await _read_documents(request, state.settings, state.library.default_chunking)
     try:
-        results = await asyncio.to_thread(state.library.ingest, documents, project)
+        results = await asyncio.to_thread(state.library.ingest, documents, tenant=tenant)
     except DocumentConflict as exc:
         raise APIError(409, str(exc), param="documents") from exc
     except InvalidIngest as exc:
@@ -176,20 +176,22 @@ def _document(row: Any, library: Any) -> dict[str, Any]:
 @router.get("/v1/documents")
 async def list_documents(
     state: LibraryState,
-    project: Project,
+    tenant: RequestTenant,
     offset: int = Query(0, ge=0),
     limit: int = Query(20, ge=1, le=200),
 ) -> dict[str, Any]:
     assert state.library is not None
-    rows, total = await asyncio.to_thread(state.library.list, offset, limit, project)
+    rows, total = await asyncio.to_thread(state.library.list, offset, limit, tenant=tenant)
     data = [_document(row, state.library) for row in rows]
     return {"object": "list", "data": data, "total": total, "offset": offset, "limit": limit}
 
 
 @router.get("/v1/documents/{document_id}")
-async def get_document(document_id: str, state: LibraryState, project: Project) -> dict[str, Any]:
+async def get_document(
+    document_id: str, state: LibraryState, tenant: RequestTenant
+) -> dict[str, Any]:
     assert state.library is not None
-    row = await asyncio.to_thread(state.library.get, document_id, project)
+    row = await asyncio.to_thread(state.library.get, document_id, tenant=tenant)
     if row is None:
         raise APIError(404, f"No document '{document_id}'.", param="id", code="document_not_found")
     return _document(row, state.library)
@@ -197,15 +199,15 @@ async def get_document(document_id: str, state: LibraryState, project: Project) 
 
 @router.delete("/v1/documents/{document_id}")
 async def delete_document(
-    document_id: str, state: LibraryState, project: Project
+    document_id: str, state: LibraryState, tenant: RequestTenant
 ) -> dict[str, Any]:
     assert state.library is not None
-    chunks = await asyncio.to_thread(state.library.delete, document_id, project)
+    chunks = await asyncio.to_thread(state.library.delete, document_id, tenant=tenant)
     if chunks is None:
         raise APIError(404, f"No document '{document_id}'.", param="id", code="document_not_found")
     if state.chunk_cache is not None:
-        salt = state.kv_salt(project)
-        await state.chunk_cache.evict([chunk.token_ids for chunk in chunks], salt)
+        evicted = [chunk.token_ids for chunk in chunks]
+        await state.chunk_cache.evict(evicted, tenant.kv_salt)
     if state.precomputer is not None:
         state.precomputer.notify()  # chunks computed behind the deleted ones
     return {"id": document_id, "object": "document", "deleted": True}

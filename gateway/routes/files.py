@@ -89,7 +89,7 @@ async def _store(
     file_id = new_file_id()
     document = NewDocument(file_id, text, {"filename": upload.filename, "file_id": file_id})
     try:
-        ingested = (await asyncio.to_thread(library.ingest, [document], objects.project))[0]
+        ingested = (await asyncio.to_thread(library.ingest, [document], tenant=objects.tenant))[0]
     except InvalidIngest as exc:
         raise APIError(400, f"{upload.filename}: {exc}", param="file") from exc
     try:
@@ -104,7 +104,7 @@ async def _store(
         )
     except BaseException:
         if ingested.created:
-            await asyncio.to_thread(library.delete, ingested.id, objects.project)
+            await asyncio.to_thread(library.delete, ingested.id, tenant=objects.tenant)
         raise
 
 
@@ -142,7 +142,7 @@ async def delete_file(file_id: str, state: RagState, objects: ProjectObjects) ->
     if not existed:
         raise file_not_found(file_id)
     if document_id is not None and state.library is not None:
-        await drop_document(state, objects.project, document_id)
+        await drop_document(state, objects.tenant, document_id)
     return deleted(file_id, "file")
 
 

@@ -32,15 +32,22 @@ from gateway.openai.response_tools import assistant_turn, function_choice
 from gateway.openai.search import FoundChunk, StoreSearch, search_stores
 from gateway.openai.tools import ToolCalling, parser_name, tool_calling
 from gateway.openai.validation import invalid
-from gateway.state import AppState, CurrentState, Project, authorized, check_model, ready_state
-from retriever import RagObjects, StoredResponse
+from gateway.state import (
+    AppState,
+    CurrentState,
+    RequestTenant,
+    authorized,
+    check_model,
+    ready_state,
+)
+from retriever import RagObjects, StoredResponse, Tenant
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
 
 @router.post("/v1/responses", response_model=None)
 async def create_response(
-    request: Request, state: CurrentState, project: Project, body: JSONBody
+    request: Request, state: CurrentState, tenant: RequestTenant, body: JSONBody
 ) -> Response:
     """The request's own checks come first: a bad request is a 400 even while the model loads."""
     arrived = time.perf_counter()
@@ -49,8 +56,8 @@ async def create_response(
     fields = _sampling(turn)
     calling = _calling(turn, state)
     ready_state(request)
-    history = await _history(state, project, turn)
-    found = None if turn.file_search is None else await _search(state, project, turn)
+    history = await _history(state, tenant, turn)
+    found = None if turn.file_search is None else await _search(state, tenant, turn)
     tools = None if calling is None else calling.template_tools()
     room = answer_room(turn, state)
     prompt = answer_prompt(conversation(turn, history), found, state, room, tools)
@@ -66,7 +73,7 @@ async def create_response(
         context=prompt.context,
     )
     started = start_generation(request, state, prepared)
-    keep = partial(_keep, state, project, turn, history)
+    keep = partial(_keep, state, tenant, turn, history)
     if turn.stream:
         events = response_events(builder, started, state.shutdown.deadline, keep)
         return StreamingResponse(
@@ -109,12 +116,12 @@ def _calling(turn: ResponsesTurn, state: AppState) -> ToolCalling | None:
     )
 
 
-async def _history(state: AppState, project: str, turn: ResponsesTurn) -> list[dict[str, Any]]:
+async def _history(state: AppState, tenant: Tenant, turn: ResponsesTurn) -> list[dict[str, Any]]:
     """The conversation up to ``previous_response_id`` (one of the project's); empty without
     one."""
     if turn.previous_response_id is None:
         return []
-    responses = _objects(state, project).responses
+    responses = _objects(state, tenant).responses
     stored = await asyncio.to_thread(responses.get, turn.previous_response_id)
     if stored is None:
         raise APIError(
@@ -126,7 +133,7 @@ async def _history(state: AppState, project: str, turn: ResponsesTurn) -> list[d
     return stored.conversation
 
 
-async def _search(state: AppState, project: str, turn: ResponsesTurn) -> list[FoundChunk]:
+async def _search(state: AppState, tenant: Tenant, turn: ResponsesTurn) -> list[FoundChunk]:
     tool = turn.file_search
     assert tool is not None
     if not turn.question.strip():
@@ -139,12 +146,12 @@ async def _search(state: AppState, project: str, turn: ResponsesTurn) -> list[Fo
     search = StoreSearch(
         tool.store_ids, [turn.question], tool.max_results, ranking, tool.condition, threshold
     )
-    return await asyncio.to_thread(search_stores, _objects(state, project), library, search)
+    return await asyncio.to_thread(search_stores, _objects(state, tenant), library, search)
 
 
 async def _keep(
     state: AppState,
-    project: str,
+    tenant: Tenant,
     turn: ResponsesTurn,
     history: list[dict[str, Any]],
     final: dict[str, Any],
@@ -154,13 +161,13 @@ async def _keep(
         return
     turns = [*history, *turn.messages, assistant_turn(final["output"])]
     stored = StoredResponse(final["id"], final, turns)
-    await asyncio.to_thread(objects_of(state, project).responses.save, stored)
+    await asyncio.to_thread(objects_of(state, tenant).responses.save, stored)
 
 
-def _objects(state: AppState, project: str) -> RagObjects:
+def _objects(state: AppState, tenant: Tenant) -> RagObjects:
     if state.rag_objects is None:
         raise APIError(503, "Stored responses and vector stores are unavailable; see the log.")
-    return objects_of(state, project)
+    return objects_of(state, tenant)
 
 
 @router.get("/v1/responses/{response_id}")

@@ -25,9 +25,7 @@ class NewDocument:
     chunking: Chunking | None = None
 
 
-def document_key(
-    text_hash: str, chunking: Chunking, default: Chunking, project: str = DEFAULT_PROJECT
-) -> str:
+def document_key(text_hash: str, chunking: Chunking, default: Chunking, project: str) -> str:
     """What stored documents are told apart by (the `content_hash` column, unique): the hash of
     the text, after the project unless it is `default` (`project:hash`), followed by the chunking
     when it is not the library's default. The same text chunked two ways, or stored by two

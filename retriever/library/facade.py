@@ -41,11 +41,12 @@ from retriever.library.local_backend import STORE_FILE as STORE_FILE
 from retriever.library.local_backend import LocalBackend
 from retriever.library.neighbour_requeue import contexts_holding, requeue
 from retriever.library.reconcile import TextEmbedder
-from retriever.library.records import DEFAULT_PROJECT, ChunkRow, DocumentDraft, DocumentRow
+from retriever.library.records import ChunkRow, DocumentDraft, DocumentRow
 from retriever.library.shared_backend import SharedBackend
 from retriever.search.index import IndexKind, VectorIndex
 from retriever.search.neighbours import NeighbourPolicy
 from retriever.search.ranking import DENSE, FUSION_DEPTH, Ranking, Reranker, ranked_chunks
+from retriever.tenant import Tenant
 
 
 class Library:
@@ -96,17 +97,16 @@ class Library:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def ingest(
-        self, documents: Sequence[NewDocument], project: str = DEFAULT_PROJECT
-    ) -> list[IngestResult]:
-        """Store and index a batch in `project`; nothing is stored if any document is invalid or
-        conflicts.
+    def ingest(self, documents: Sequence[NewDocument], *, tenant: Tenant) -> list[IngestResult]:
+        """Store and index a batch in `tenant`'s project; nothing is stored if any document is
+        invalid or conflicts.
 
         Raises an `InvalidIngest` (a ValueError) for bad input and `DocumentConflict` when the
         project gave an id to different content already (another project's ids are its own).
         Content the project already stored comes back with `created=False`; another project's
         copy of the same text is not shared.
         """
+        project = tenant.project
         texts = validated_texts(documents)
         drafts, vectors = self._prepare(documents, texts, project)
         with self._write_lock:
@@ -137,9 +137,10 @@ class Library:
         min_score: float | None = None,
         document_ids: Sequence[str] | None = None,
         ranking: Ranking = DENSE,
-        project: str = DEFAULT_PROJECT,
+        *,
+        tenant: Tenant,
     ) -> list[Hit]:
-        """The `top_k` chunks of `project` that best answer `query` by `ranking`
+        """The `top_k` chunks of `tenant`'s project that best answer `query` by `ranking`
         (`retriever.search.ranking`), best first, optionally within documents and at or above
         `min_score`.
 
@@ -153,6 +154,7 @@ class Library:
             raise ValueError("query is empty")
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
+        project = tenant.project
         if document_ids is not None:
             document_ids = [stored_id(doc_id, project) for doc_id in document_ids]
         shared = not self.store.holds_only(project)
@@ -190,8 +192,9 @@ class Library:
             hits = [replace(hit, score=score) for score, hit in reranked]
         return [hit for hit in hits if min_score is None or hit.score >= min_score][:top_k]
 
-    def get(self, doc_id: str, project: str = DEFAULT_PROJECT) -> DocumentRow | None:
-        """`project`'s document `doc_id`; None when unknown or another project's."""
+    def get(self, doc_id: str, *, tenant: Tenant) -> DocumentRow | None:
+        """`tenant`'s document `doc_id`; None when unknown or another project's."""
+        project = tenant.project
         found = self.store.get_document(stored_id(doc_id, project), project)
         return None if found is None else client_document(found)
 
@@ -200,17 +203,18 @@ class Library:
         return key_chunking(document_key, self.default_chunking)
 
     def list(
-        self, offset: int = 0, limit: int = 100, project: str = DEFAULT_PROJECT
+        self, offset: int = 0, limit: int = 100, *, tenant: Tenant
     ) -> tuple[list[DocumentRow], int]:
-        """A page of `project`'s documents, oldest first, and its total count."""
-        rows, total = self.store.list_documents(offset, limit, project)
+        """A page of `tenant`'s documents, oldest first, and its total count."""
+        rows, total = self.store.list_documents(offset, limit, tenant.project)
         return [client_document(row) for row in rows], total
 
-    def delete(self, doc_id: str, project: str = DEFAULT_PROJECT) -> list[ChunkRow] | None:
-        """Delete `project`'s document; returns its chunks (to drop their KV caches) or None if
+    def delete(self, doc_id: str, *, tenant: Tenant) -> list[ChunkRow] | None:
+        """Delete `tenant`'s document; returns its chunks (to drop their KV caches) or None if
         unknown (or another project's). With neighbour contexts, stored chunks computed behind
         one of its chunks are marked to be precomputed again: no KV goes on carrying a deleted
         document's text."""
+        project = tenant.project
         stored = stored_id(doc_id, project)
         with self._write_lock:
             held = self._contexts_holding(

@@ -38,7 +38,7 @@ class DocumentRow:
     created_at: float
     num_chunks: int
     num_chars: int
-    project: str = DEFAULT_PROJECT
+    project: str
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class DocumentDraft:
     metadata: dict[str, Any]
     num_chars: int
     chunks: list[Chunk]
-    project: str = DEFAULT_PROJECT
+    project: str
 
 
 @dataclass(frozen=True)

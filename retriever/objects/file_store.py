@@ -13,7 +13,6 @@ from typing import Any
 
 from retriever.db.sqlite import ObjectDatabase
 from retriever.library.document_ids import client_id, stored_id
-from retriever.library.records import DEFAULT_PROJECT
 from retriever.objects.cursor_pages import ListSource, PageRequest, select_page
 
 FILE_COLUMNS = "id, document_id, filename, purpose, bytes, created_at"
@@ -36,7 +35,7 @@ def new_file_id() -> str:
 class FileStore:
     """One project's files: another project's are not there for it (None, False, empty)."""
 
-    def __init__(self, database: ObjectDatabase, project: str = DEFAULT_PROJECT) -> None:
+    def __init__(self, database: ObjectDatabase, project: str) -> None:
         self.database = database
         self.project = project
 

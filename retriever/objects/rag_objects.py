@@ -14,10 +14,10 @@ from pathlib import Path
 
 from retriever.db.postgres import PgDatabase, QmarkDatabase
 from retriever.db.sqlite import ObjectDatabase
-from retriever.library.records import DEFAULT_PROJECT
 from retriever.objects.file_store import FileStore
 from retriever.objects.response_store import ResponseStore
 from retriever.objects.vector_store_db import VectorStoreDB
+from retriever.tenant import Tenant
 
 OBJECTS_WRITE_LOCK = 0x6F626A_65637473
 """Advisory lock key every write of OpenAI's objects on PostgreSQL takes first."""
@@ -27,8 +27,13 @@ class RagObjects:
     """Opened after the library, on the same database: its SQLite file at `path`, or the shared
     PostgreSQL database at `database_url` (then every replica serves the same objects).
 
-    Its stores are one project's (``default`` as opened); `in_project` gives another project's
-    on the same database."""
+    As opened it is no project's: it has no stores (reading one is an AttributeError), and
+    `in_project` gives a tenant's, on the same database."""
+
+    tenant: Tenant
+    files: FileStore
+    vector_stores: VectorStoreDB
+    responses: ResponseStore
 
     def __init__(self, path: Path, database_url: str | None = None) -> None:
         self.database: ObjectDatabase | QmarkDatabase = (
@@ -40,7 +45,6 @@ class RagObjects:
             "length(CAST(text AS BLOB))" if database_url is None else "octet_length(text)"
         )
         """UTF-8 bytes of a text column: SQLite before 3.43 has no octet_length."""
-        self._bind(DEFAULT_PROJECT)
 
     def stored_by_project(self) -> dict[str, dict[str, int]]:
         """What each project stores: documents (their characters, and the UTF-8 bytes of the
@@ -68,17 +72,19 @@ class RagObjects:
                     stored[project][name] = int(value or 0)
         return stored
 
-    def in_project(self, project: str) -> RagObjects:
-        """The objects of `project`, on this database (close only the one opened)."""
+    def in_project(self, tenant: Tenant) -> RagObjects:
+        """The objects of `tenant`'s project, on this database (close only the one opened)."""
         view = copy.copy(self)
-        view._bind(project)
+        view.tenant = tenant
+        view.files = FileStore(self.database, tenant.project)
+        view.vector_stores = VectorStoreDB(self.database, tenant.project)
+        view.responses = ResponseStore(self.database, tenant.project)
         return view
 
-    def _bind(self, project: str) -> None:
-        self.project = project
-        self.files = FileStore(self.database, project)
-        self.vector_stores = VectorStoreDB(self.database, project)
-        self.responses = ResponseStore(self.database, project)
+    @property
+    def project(self) -> str:
+        """The project of the tenant these objects are (`in_project`)."""
+        return self.tenant.project
 
     def close(self) -> None:
         self.database.close()

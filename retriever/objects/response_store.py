@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from retriever.db.sqlite import ObjectDatabase
-from retriever.library.records import DEFAULT_PROJECT
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,7 @@ class StoredResponse:
 class ResponseStore:
     """One project's stored responses: another project's id is unknown here."""
 
-    def __init__(self, database: ObjectDatabase, project: str = DEFAULT_PROJECT) -> None:
+    def __init__(self, database: ObjectDatabase, project: str) -> None:
         self.database = database
         self.project = project
 

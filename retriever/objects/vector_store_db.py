@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from retriever.db.sqlite import ObjectDatabase
-from retriever.library.records import DEFAULT_PROJECT, metadata_json
+from retriever.library.records import metadata_json
 from retriever.objects.cursor_pages import ListSource, PageRequest, select_page
 from retriever.objects.vector_store_queries import (
     OWN_STORE,
@@ -47,7 +47,7 @@ class VectorStoreDB:
     """One project's vector stores, their files and batches; another project's store is unknown
     here, and only the project's files can be attached."""
 
-    def __init__(self, database: ObjectDatabase, project: str = DEFAULT_PROJECT) -> None:
+    def __init__(self, database: ObjectDatabase, project: str) -> None:
         self.database = database
         self.project = project
 

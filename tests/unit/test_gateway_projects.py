@@ -19,6 +19,7 @@ from gateway.rag.retrieval import request_chunks
 from retriever import STORE_FILE, Library, NewDocument, RagObjects, StoredResponse
 from tests.unit import project_probes
 from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder, ready_app
+from tests.unit.tenants import tenant
 
 KEYS = "key-a:alpha,key-b:beta,key-d,key-ops:ops:admin"
 
@@ -48,7 +49,7 @@ def test_another_projects_ids_are_404s_and_change_nothing(app):
 
 def test_a_stored_response_is_only_continued_by_its_project(app):
     state = app.state.ragblend
-    alpha = state.rag_objects.in_project("alpha")
+    alpha = state.rag_objects.in_project(tenant("alpha"))
     alpha.responses.save(StoredResponse("resp_a", {"id": "resp_a"}, [{"role": "user"}]))
     beta = as_key(app, "key-b")
     project_probes.assert_not_found(beta.get("/v1/responses/resp_a"))
@@ -65,7 +66,9 @@ def test_chat_retrieval_searches_only_the_callers_project(app):
     messages = [{"role": "user", "content": project_probes.QUERY}]
     fields = ChatCompletionRequest(model="served", messages=messages, retrieval={})
     for project, expected in (("beta", None), ("default", None), ("alpha", "F-2291")):
-        chunks = asyncio.run(request_chunks(fields, project_probes.QUERY, state, project))
+        chunks = asyncio.run(
+            request_chunks(fields, project_probes.QUERY, state, state.tenant(project))
+        )
         assert chunks is not None
         texts = " ".join(state.tokenizer.decode(ids) for ids in chunks.token_ids)
         assert (expected in texts) if expected else chunks.sources == [], project
@@ -114,7 +117,7 @@ def test_stored_bytes_count_document_text_and_files_of_the_configured_projects(a
     )
     assert reply.status_code == 200, reply.text
     kept = "kept after its keys were removed"
-    app.state.ragblend.library.ingest([NewDocument("left", kept)], project="gone")
+    app.state.ragblend.library.ingest([NewDocument("left", kept)], tenant=tenant("gone"))
     # The uploaded file is stored twice: its bytes, and its text as a library document.
     documents = len(text.encode()) + len(upload)
     listed = {p["id"]: p for p in as_key(app, "key-ops").get("/v1/projects").json()["data"]}
@@ -148,7 +151,9 @@ def test_two_projects_hold_the_same_document_id_and_see_only_the_ids_they_gave(a
         messages = [{"role": "user", "content": project_probes.DOCUMENT_TEXT}]
         retrieval = {"document_ids": [made.document_id]}
         fields = ChatCompletionRequest(model="served", messages=messages, retrieval=retrieval)
-        chunks = asyncio.run(request_chunks(fields, project_probes.DOCUMENT_TEXT, state, project))
+        chunks = asyncio.run(
+            request_chunks(fields, project_probes.DOCUMENT_TEXT, state, state.tenant(project))
+        )
         assert [source["document_id"] for source in chunks.sources] == [made.document_id]
         assert found[0]["ragblend"]["document_id"] == file_ids[0]
         assert not any("/" in doc_id for doc_id in [*file_ids, *listed]), (file_ids, listed)

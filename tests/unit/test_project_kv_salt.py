@@ -10,7 +10,7 @@ from engine.contract import BlendPlan, ChunkSpan, Recipe, eviction_params, evict
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.load_meter import ComputeRate
 from engine.kvstore.store import ChunkKVStore
-from gateway.http.projects import kv_salt
+from gateway.http.projects import resolve_tenant
 from gateway.settings import Settings
 from tests.unit.kv_entries import expect, make_entry
 
@@ -29,8 +29,8 @@ def test_a_salt_gives_the_same_tokens_another_key_and_no_salt_the_old_one() -> N
 def test_projects_are_salted_by_name_unless_they_share() -> None:
     settings = Settings(model="m", shared_kv_projects="public, docs")
     assert settings.shared_kv_projects == ["public", "docs"]
-    assert kv_salt("alpha", settings.shared_kv_projects) == "alpha"
-    assert kv_salt("docs", settings.shared_kv_projects) == ""
+    assert resolve_tenant("alpha", settings.shared_kv_projects).kv_salt == "alpha"
+    assert resolve_tenant("docs", settings.shared_kv_projects).kv_salt == ""
     assert Settings(model="m").shared_kv_projects == ["default"]  # a lone server keeps its keys
 
 

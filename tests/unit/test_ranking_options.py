@@ -121,9 +121,12 @@ def retrieved(served, retrieval: dict[str, Any]) -> list[str]:
     messages = [{"role": "user", "content": QUESTION}]
     fields = ChatCompletionRequest(model="served", messages=messages, retrieval=retrieval)
     state = http.app.state.ragblend
-    chunks = asyncio.run(request_chunks(fields, QUESTION, state, "default"))
+    chunks = asyncio.run(request_chunks(fields, QUESTION, state, state.tenant("default")))
     assert chunks is not None
-    files = [state.rag_objects.files.get(source["document_id"]) for source in chunks.sources]
+    files = [
+        state.rag_objects.in_project(state.tenant("default")).files.get(source["document_id"])
+        for source in chunks.sources
+    ]
     return [file.filename.removesuffix(".txt") for file in files]  # a file's document: its id
 
 

@@ -12,6 +12,7 @@ import pytest
 from retriever.library.documents import IngestResult, NewDocument
 from retriever.library.facade import Library
 from retriever.search.embed import Embedder, FairLock
+from tests.unit.tenants import DEFAULT
 from tests.unit.test_retriever_library import BREAD, CHUNK_TOKENS, PLANTS, TOKENIZER_DIR, TOWER
 
 WAIT_SECONDS = 120  # only bounds a failing test; passing runs never wait this long
@@ -64,33 +65,40 @@ def in_thread(action: Callable[[], list[IngestResult]]) -> tuple[threading.Threa
 
 def test_a_small_ingest_completes_while_a_large_one_is_embedding(gated) -> None:
     library, embedder = gated
-    large, large_outcome = in_thread(lambda: library.ingest([NewDocument("tower", TOWER)]))
+    large, large_outcome = in_thread(
+        lambda: library.ingest([NewDocument("tower", TOWER)], tenant=DEFAULT)
+    )
     assert embedder.reached.wait(WAIT_SECONDS)
-    small, small_outcome = in_thread(lambda: library.ingest([NewDocument("bread", BREAD)]))
+    small, small_outcome = in_thread(
+        lambda: library.ingest([NewDocument("bread", BREAD)], tenant=DEFAULT)
+    )
     small.join(WAIT_SECONDS)
     assert [(r.id, r.created, r.status) for r in small_outcome[0]] == [("bread", True, "indexed")]
-    assert library.get("tower") is None  # still embedding, nothing of it stored yet
-    assert library.search("sourdough starter", top_k=1)[0].document_id == "bread"
+    assert library.get("tower", tenant=DEFAULT) is None  # still embedding, nothing of it stored yet
+    assert library.search("sourdough starter", top_k=1, tenant=DEFAULT)[0].document_id == "bread"
     embedder.released.set()
     large.join(WAIT_SECONDS)
     assert large_outcome[0][0].created
     assert library.index.ids() == library.store.chunk_ids()
-    assert library.search("How tall is the Eiffel Tower?", top_k=1)[0].document_id == "tower"
+    assert (
+        library.search("How tall is the Eiffel Tower?", top_k=1, tenant=DEFAULT)[0].document_id
+        == "tower"
+    )
 
 
 def test_content_deleted_while_a_duplicate_is_prepared_is_stored_again(gated) -> None:
     library, embedder = gated
-    library.ingest([NewDocument("plants", PLANTS)])
+    library.ingest([NewDocument("plants", PLANTS)], tenant=DEFAULT)
     batch = [NewDocument("tower", TOWER), NewDocument("plants-copy", PLANTS)]
-    ingest, outcome = in_thread(lambda: library.ingest(batch))
+    ingest, outcome = in_thread(lambda: library.ingest(batch, tenant=DEFAULT))
     assert embedder.reached.wait(WAIT_SECONDS)
-    assert [row.chunk_index for row in library.delete("plants")] == [0]
+    assert [row.chunk_index for row in library.delete("plants", tenant=DEFAULT)] == [0]
     embedder.released.set()
     ingest.join(WAIT_SECONDS)
     copy = outcome[0][1]
     assert (copy.id, copy.created, copy.status) == ("plants-copy", True, "indexed")
     assert copy.num_chunks == 1
-    hit = library.search("Which gas do plants give off?", top_k=1)[0]
+    hit = library.search("Which gas do plants give off?", top_k=1, tenant=DEFAULT)[0]
     assert (hit.document_id, hit.chunk_index) == ("plants-copy", 0)
     assert library.index.ids() == library.store.chunk_ids()
 

@@ -17,6 +17,7 @@ from retriever.library.documents import (
 )
 from retriever.library.facade import INDEX_FILE, Library
 from retriever.search.embed import Embedder
+from tests.unit.tenants import DEFAULT
 
 TOKENIZER_DIR = Path(__file__).resolve().parents[2] / "data" / "models" / "smollm2-135m-instruct"
 CHUNK_TOKENS = 64
@@ -110,56 +111,71 @@ def test_embedder_gives_unit_vectors(minilm):
 @pytest.mark.parametrize("kind", ["flat", "hnsw"])
 def test_search_finds_the_chunk_that_answers_a_paraphrase(open_library, kind):
     library = open_library(kind)
-    results = library.ingest(corpus())
+    results = library.ingest(corpus(), tenant=DEFAULT)
     assert [(r.id, r.created, r.status) for r in results[:2]] == [
         ("tower", True, "indexed"),
         ("plants", True, "indexed"),
     ]
     assert results[0].num_chunks == 3
-    hits = library.search("What is the height of the Paris tower in metres?", top_k=3)
+    hits = library.search(
+        "What is the height of the Paris tower in metres?", top_k=3, tenant=DEFAULT
+    )
     assert hits[0].document_id == "tower"
     assert "330 metres" in hits[0].text
     assert hits[0].token_ids == library.tokenizer.encode(hits[0].text, add_special_tokens=False)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    hits = library.search("Which gas do leaves give off when they make sugar from light?", 1)
+    hits = library.search(
+        "Which gas do leaves give off when they make sugar from light?", 1, tenant=DEFAULT
+    )
     assert hits[0].document_id == "plants"
     assert "Oxygen is released" in hits[0].text
 
 
 def test_search_filters_by_document_and_score(open_library):
     library = open_library()
-    bread_id = library.ingest(corpus())[2].id
-    hits = library.search("How tall is the tower?", top_k=5, document_ids=[bread_id])
+    bread_id = library.ingest(corpus(), tenant=DEFAULT)[2].id
+    hits = library.search(
+        "How tall is the tower?", top_k=5, document_ids=[bread_id], tenant=DEFAULT
+    )
     assert hits and {hit.document_id for hit in hits} == {bread_id}
-    assert library.search("How tall is the tower?", top_k=5, document_ids=["nope"]) == []
-    assert library.search("How tall is the tower?", top_k=5, min_score=0.99) == []
+    assert (
+        library.search("How tall is the tower?", top_k=5, document_ids=["nope"], tenant=DEFAULT)
+        == []
+    )
+    assert library.search("How tall is the tower?", top_k=5, min_score=0.99, tenant=DEFAULT) == []
     with pytest.raises(ValueError, match="query is empty"):
-        library.search("  ", top_k=1)
+        library.search("  ", top_k=1, tenant=DEFAULT)
 
 
 def test_same_content_is_not_stored_twice(open_library, embedder):
     library = open_library()
-    library.ingest(corpus())
+    library.ingest(corpus(), tenant=DEFAULT)
     embedded, vectors = embedder.texts_embedded, len(library.index)
-    again = library.ingest([NewDocument("copy", TOWER.replace("\n", "\r\n") + "\n\n")])
+    again = library.ingest(
+        [NewDocument("copy", TOWER.replace("\n", "\r\n") + "\n\n")], tenant=DEFAULT
+    )
     assert [(r.id, r.created, r.status) for r in again] == [("tower", False, "indexed")]
     assert (embedder.texts_embedded, len(library.index)) == (embedded, vectors)
-    assert library.list()[1] == 3
+    assert library.list(tenant=DEFAULT)[1] == 3
 
 
 def test_the_same_text_chunked_another_way_is_another_document(open_library):
     library = open_library()
-    default = library.ingest([NewDocument("tower", TOWER)])[0]
+    default = library.ingest([NewDocument("tower", TOWER)], tenant=DEFAULT)[0]
     overlapping = Chunking(CHUNK_TOKENS, CHUNK_TOKENS // 2)
-    static = library.ingest([NewDocument(None, TOWER, chunking=overlapping)])[0]
-    again = library.ingest([NewDocument(None, TOWER, chunking=overlapping)])[0]
+    static = library.ingest([NewDocument(None, TOWER, chunking=overlapping)], tenant=DEFAULT)[0]
+    again = library.ingest([NewDocument(None, TOWER, chunking=overlapping)], tenant=DEFAULT)[0]
     assert static.created and static.id != default.id
     assert (again.id, again.created) == (static.id, False)
     assert static.num_chunks > default.num_chunks  # the overlap leaves less new text per chunk
-    assert library.chunking_of(library.get(default.id).content_hash) == Chunking(CHUNK_TOKENS)
-    assert library.chunking_of(library.get(static.id).content_hash) == overlapping
+    assert library.chunking_of(library.get(default.id, tenant=DEFAULT).content_hash) == Chunking(
+        CHUNK_TOKENS
+    )
+    assert library.chunking_of(library.get(static.id, tenant=DEFAULT).content_hash) == overlapping
     # asking for the default chunking explicitly finds the document chunked that way
-    same = library.ingest([NewDocument(None, TOWER, chunking=Chunking(CHUNK_TOKENS))])[0]
+    same = library.ingest(
+        [NewDocument(None, TOWER, chunking=Chunking(CHUNK_TOKENS))], tenant=DEFAULT
+    )[0]
     assert (same.id, same.created) == ("tower", False)
 
 
@@ -175,48 +191,52 @@ def test_the_same_text_chunked_another_way_is_another_document(open_library):
 def test_invalid_batches_store_nothing(open_library, documents, error):
     library = open_library()
     with pytest.raises(error, match=r"documents\[\d\]"):
-        library.ingest(documents)
-    assert library.list() == ([], 0)
+        library.ingest(documents, tenant=DEFAULT)
+    assert library.list(tenant=DEFAULT) == ([], 0)
     assert len(library.index) == 0
 
 
 def test_reusing_an_id_for_new_content_conflicts(open_library):
     library = open_library()
-    library.ingest([NewDocument("a", "The first text.")])
+    library.ingest([NewDocument("a", "The first text.")], tenant=DEFAULT)
     with pytest.raises(DocumentConflict):
-        library.ingest([NewDocument("fresh", "Other text."), NewDocument("a", "Changed text.")])
-    assert [document.id for document in library.list()[0]] == ["a"]
+        library.ingest(
+            [NewDocument("fresh", "Other text."), NewDocument("a", "Changed text.")], tenant=DEFAULT
+        )
+    assert [document.id for document in library.list(tenant=DEFAULT)[0]] == ["a"]
 
 
 def test_restart_restores_documents_and_vectors(open_library, embedder):
     library = open_library()
-    library.ingest(corpus())
+    library.ingest(corpus(), tenant=DEFAULT)
     query = "What makes sourdough taste sour?"
-    before = library.search(query, top_k=4)
-    documents = library.list()
+    before = library.search(query, top_k=4, tenant=DEFAULT)
+    documents = library.list(tenant=DEFAULT)
     library.close()
     embedded = embedder.texts_embedded
     reopened = open_library()
     assert embedder.texts_embedded == embedded
-    assert reopened.list() == documents
-    assert reopened.get("tower").metadata == {"title": "Eiffel Tower"}
-    after = reopened.search(query, top_k=4)
+    assert reopened.list(tenant=DEFAULT) == documents
+    assert reopened.get("tower", tenant=DEFAULT).metadata == {"title": "Eiffel Tower"}
+    after = reopened.search(query, top_k=4, tenant=DEFAULT)
     assert [(h.chunk_id, h.text) for h in after] == [(h.chunk_id, h.text) for h in before]
 
 
 def test_delete_removes_a_document_from_search(open_library):
     library = open_library()
-    library.ingest(corpus())
-    removed = library.delete("tower")
+    library.ingest(corpus(), tenant=DEFAULT)
+    removed = library.delete("tower", tenant=DEFAULT)
     assert [row.chunk_index for row in removed] == [0, 1, 2]
     assert all(row.token_ids for row in removed)
-    assert library.get("tower") is None
-    assert library.delete("tower") is None
-    hits = library.search("How tall is the Eiffel Tower?", top_k=10)
+    assert library.get("tower", tenant=DEFAULT) is None
+    assert library.delete("tower", tenant=DEFAULT) is None
+    hits = library.search("How tall is the Eiffel Tower?", top_k=10, tenant=DEFAULT)
     assert hits and "tower" not in {hit.document_id for hit in hits}
     library.close()
     reopened = open_library()
-    assert "tower" not in {hit.document_id for hit in reopened.search("Eiffel Tower", top_k=10)}
+    assert "tower" not in {
+        hit.document_id for hit in reopened.search("Eiffel Tower", top_k=10, tenant=DEFAULT)
+    }
 
 
 def crash_on_save(library: Library, monkeypatch) -> None:
@@ -228,47 +248,50 @@ def crash_on_save(library: Library, monkeypatch) -> None:
 
 def test_crash_after_ingest_commit_is_repaired_on_reopen(open_library, embedder, monkeypatch):
     library = open_library()
-    library.ingest([NewDocument("plants", PLANTS)])
+    library.ingest([NewDocument("plants", PLANTS)], tenant=DEFAULT)
     crash_on_save(library, monkeypatch)
     with pytest.raises(OSError, match="simulated crash"):
-        library.ingest([NewDocument("tower", TOWER)])
+        library.ingest([NewDocument("tower", TOWER)], tenant=DEFAULT)
     library.close()
     embedded = embedder.texts_embedded
     reopened = open_library()
-    assert embedder.texts_embedded - embedded == reopened.get("tower").num_chunks
-    assert reopened.get("tower").status == "indexed"
-    assert reopened.search("How tall is the Eiffel Tower?", top_k=1)[0].document_id == "tower"
+    assert embedder.texts_embedded - embedded == reopened.get("tower", tenant=DEFAULT).num_chunks
+    assert reopened.get("tower", tenant=DEFAULT).status == "indexed"
+    assert (
+        reopened.search("How tall is the Eiffel Tower?", top_k=1, tenant=DEFAULT)[0].document_id
+        == "tower"
+    )
     assert reopened.index.ids() == reopened.store.chunk_ids()
 
 
 def test_crash_after_delete_commit_is_repaired_on_reopen(open_library, monkeypatch):
     library = open_library()
-    library.ingest(corpus())
+    library.ingest(corpus(), tenant=DEFAULT)
     crash_on_save(library, monkeypatch)
     with pytest.raises(OSError, match="simulated crash"):
-        library.delete("tower")
+        library.delete("tower", tenant=DEFAULT)
     library.close()
     reopened = open_library()
     assert reopened.index.ids() == reopened.store.chunk_ids()
-    hits = reopened.search("How tall is the Eiffel Tower?", top_k=10)
+    hits = reopened.search("How tall is the Eiffel Tower?", top_k=10, tenant=DEFAULT)
     assert "tower" not in {hit.document_id for hit in hits}
 
 
 def test_lost_or_mismatched_index_is_rebuilt(open_library, embedder):
     library = open_library()
-    bread_id = library.ingest(corpus())[2].id
+    bread_id = library.ingest(corpus(), tenant=DEFAULT)[2].id
     chunk_ids = library.store.chunk_ids()
     library.close()
     (library.data_dir / INDEX_FILE).write_bytes(b"not an index")
     assert open_library().index.ids() == chunk_ids
     switched = open_library("hnsw")
     assert (switched.index.kind, switched.index.ids()) == ("hnsw", chunk_ids)
-    assert switched.search("sourdough starter", top_k=1)[0].document_id == bread_id
+    assert switched.search("sourdough starter", top_k=1, tenant=DEFAULT)[0].document_id == bread_id
 
 
 def test_concurrent_ingests_and_searches(open_library):
     library = open_library()
-    library.ingest([NewDocument("plants", PLANTS)])
+    library.ingest([NewDocument("plants", PLANTS)], tenant=DEFAULT)
     errors: list[BaseException] = []
 
     def run(action) -> None:
@@ -278,9 +301,9 @@ def test_concurrent_ingests_and_searches(open_library):
             errors.append(error)
 
     actions = [
-        lambda: library.ingest([NewDocument("tower", TOWER)]),
-        lambda: library.ingest([NewDocument("bread", BREAD)]),
-        *[lambda: library.search("photosynthesis", top_k=2) for _ in range(4)],
+        lambda: library.ingest([NewDocument("tower", TOWER)], tenant=DEFAULT),
+        lambda: library.ingest([NewDocument("bread", BREAD)], tenant=DEFAULT),
+        *[lambda: library.search("photosynthesis", top_k=2, tenant=DEFAULT) for _ in range(4)],
     ]
     threads = [threading.Thread(target=run, args=(action,)) for action in actions]
     for thread in threads:
@@ -289,4 +312,4 @@ def test_concurrent_ingests_and_searches(open_library):
         thread.join()
     assert errors == []
     assert library.index.ids() == library.store.chunk_ids()
-    assert library.list()[1] == 3
+    assert library.list(tenant=DEFAULT)[1] == 3

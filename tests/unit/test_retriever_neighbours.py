@@ -26,6 +26,7 @@ from retriever.search.neighbours import (
     within_window,
 )
 from tests.unit.angle_embedder import AngleEmbedder, note, unit_vector
+from tests.unit.tenants import DEFAULT
 
 TOKENIZER_DIR = Path(__file__).resolve().parents[2] / "data" / "models" / "smollm2-135m-instruct"
 K = 2
@@ -75,7 +76,7 @@ def stale_notes(library: Library) -> list[str]:
 
 def test_a_chunks_context_is_its_nearest_others_most_similar_last(open_library, tokenizer):
     library = open_library()
-    library.ingest([note(degrees) for degrees in (0, 30, 40, 90, 180)])
+    library.ingest([note(degrees) for degrees in (0, 30, 40, 90, 180)], tenant=DEFAULT)
     nearest = nearest_chunks(library.index, chunk_of(library, 30), K)
     assert [chunk_id for chunk_id, _ in nearest] == [chunk_of(library, 40), chunk_of(library, 0)]
     assert nearest[0][1] == pytest.approx(math.cos(math.radians(10)), abs=1e-5)
@@ -92,7 +93,7 @@ def test_a_chunks_context_is_its_nearest_others_most_similar_last(open_library, 
 
 def test_a_lone_chunk_or_one_not_indexed_has_no_context(open_library, tokenizer):
     library = open_library()
-    library.ingest([note(10)])
+    library.ingest([note(10)], tenant=DEFAULT)
     row = library.store.chunks_for([chunk_of(library, 10)])[0]
     assert NeighbourContext(library, tokenizer, K).of(row, "default") is None
     assert nearest_chunks(VectorIndex(2), row.id, K) is None
@@ -100,63 +101,67 @@ def test_a_lone_chunk_or_one_not_indexed_has_no_context(open_library, tokenizer)
 
 def test_chunks_whose_nearest_a_new_chunk_joins_are_precomputed_again(open_library):
     library = open_library()
-    library.ingest([note(degrees) for degrees in (0, 10, 20, 30, 100)])
+    library.ingest([note(degrees) for degrees in (0, 10, 20, 30, 100)], tenant=DEFAULT)
     cache_everything(library)
-    library.ingest([note(5)])
+    library.ingest([note(5)], tenant=DEFAULT)
     # 0 had 10 and 20, 10 had 0 and 20: 5 is nearer both. 20 keeps 10 and 30; 100 is far.
     assert stale_notes(library) == ["d0", "d10"]
-    assert library.get("d0").status == "cached"  # still served from its stored KV
+    assert library.get("d0", tenant=DEFAULT).status == "cached"  # still served from its stored KV
 
 
 def test_chunks_computed_behind_a_deleted_chunk_are_precomputed_again(open_library):
     library = open_library()
-    library.ingest([note(degrees) for degrees in (0, 10, 20, 30, 100)])
+    library.ingest([note(degrees) for degrees in (0, 10, 20, 30, 100)], tenant=DEFAULT)
     cache_everything(library)
-    deleted = library.delete("d10")
+    deleted = library.delete("d10", tenant=DEFAULT)
     assert [row.document_id for row in deleted] == ["d10"]
     # 10 was among the two nearest of 0, 20 and 30 (not of 100: 30 and 20): its text leaves
     # their KV when they are computed again.
     assert stale_notes(library) == ["d0", "d20", "d30"]
-    assert library.get("d0").status == "cached"  # still served from its stored KV meanwhile
+    assert (
+        library.get("d0", tenant=DEFAULT).status == "cached"
+    )  # still served from its stored KV meanwhile
 
 
 def test_a_delete_requeues_nothing_without_neighbour_contexts(open_library):
     library = open_library(neighbours=None)
-    library.ingest([note(0), note(10), note(20)])
+    library.ingest([note(0), note(10), note(20)], tenant=DEFAULT)
     cache_everything(library)
-    library.delete("d10")
+    library.delete("d10", tenant=DEFAULT)
     assert stale_notes(library) == []
 
 
 def test_new_chunks_are_not_requeued_and_a_stale_chunk_only_once(open_library):
     library = open_library()
-    library.ingest([note(0), note(90)])
+    library.ingest([note(0), note(90)], tenant=DEFAULT)
     cache_everything(library)
-    library.ingest([note(10), note(11)])  # 10 and 11 are each other's nearest: both just new
+    library.ingest(
+        [note(10), note(11)], tenant=DEFAULT
+    )  # 10 and 11 are each other's nearest: both just new
     assert stale_notes(library) == ["d0", "d90"]
     pending = [row.document_id for row in library.store.claim_pending_chunks(100)]
     assert pending == ["d10", "d11", "d0", "d90"]  # never-precomputed chunks come first
     cache_new = [chunk_of(library, 10), chunk_of(library, 11)]
     for chunk_id in cache_new:
         library.store.mark_chunk_cached(chunk_id, f"key-{chunk_id}")
-    library.ingest([note(2)])
+    library.ingest([note(2)], tenant=DEFAULT)
     assert stale_notes(library) == ["d0", "d10", "d11", "d90"]  # 0 and 90 were already stale
 
 
 def test_evicted_chunks_are_left_alone(open_library):
     library = open_library()
-    library.ingest([note(0), note(40), note(80)])
+    library.ingest([note(0), note(40), note(80)], tenant=DEFAULT)
     cache_everything(library)
     library.store.apply_kv_presence([], [f"key-{chunk_of(library, 0)}"])
-    library.ingest([note(5)])
+    library.ingest([note(5)], tenant=DEFAULT)
     assert stale_notes(library) == ["d40", "d80"]  # 5 joined 0's nearest too
 
 
 def test_a_refreshed_chunk_is_done_and_a_failed_refresh_keeps_its_kv(open_library):
     library = open_library()
-    library.ingest([note(0), note(40), note(80)])
+    library.ingest([note(0), note(40), note(80)], tenant=DEFAULT)
     cache_everything(library)
-    library.ingest([note(5)])
+    library.ingest([note(5)], tenant=DEFAULT)
     library.store.mark_chunk_cached(chunk_of(library, 5), "key-new")
     assert stale_notes(library) == ["d0", "d40", "d80"]
     library.store.mark_chunk_cached(chunk_of(library, 0), f"key-{chunk_of(library, 0)}")
@@ -164,14 +169,16 @@ def test_a_refreshed_chunk_is_done_and_a_failed_refresh_keeps_its_kv(open_librar
     assert stale_notes(library) == ["d80"]
     library.store.cancel_requeue(chunk_of(library, 80))
     assert library.store.claim_pending_chunks(100) == []
-    assert [library.get(f"d{degrees}").status for degrees in (0, 5, 40, 80)] == ["cached"] * 4
+    assert [library.get(f"d{degrees}", tenant=DEFAULT).status for degrees in (0, 5, 40, 80)] == [
+        "cached"
+    ] * 4
 
 
 def test_with_the_fixed_prefix_nothing_is_requeued(open_library):
     library = open_library(neighbours=None)
-    library.ingest([note(0), note(40)])
+    library.ingest([note(0), note(40)], tenant=DEFAULT)
     cache_everything(library)
-    library.ingest([note(5)])
+    library.ingest([note(5)], tenant=DEFAULT)
     assert stale_notes(library) == []
 
 
@@ -204,9 +211,9 @@ def test_a_chunk_is_refreshed_only_if_its_new_neighbour_fits_its_window(
     open_library, window, stale
 ):
     library = open_library(NeighbourPolicy(K, window))
-    library.ingest([note(0), note(20), note(100)])
+    library.ingest([note(0), note(20), note(100)], tenant=DEFAULT)
     cache_everything(library)
-    library.ingest([note(15)])
+    library.ingest([note(15)], tenant=DEFAULT)
     # 15 is nearest to 0 and 20; for 100 it stands behind 20 (seven tokens), out of 5.
     assert stale_notes(library) == stale
 

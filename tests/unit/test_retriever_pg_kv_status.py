@@ -13,7 +13,7 @@ from gateway.rag.kv_status import KVStatusFollower
 from retriever.db.postgres import PgDatabase
 from retriever.ingest.chunking import Chunk
 from retriever.library.document_store import DocumentStore
-from retriever.library.records import DocumentDraft
+from retriever.library.records import DEFAULT_PROJECT, DocumentDraft
 from tests.unit import pg_library_parts
 
 postgres = pg_library_parts.postgres
@@ -27,7 +27,7 @@ def stats(present: tuple[str, ...], evicted: tuple[str, ...] = ()) -> BlendStats
 def test_presence_observed_during_an_outage_is_written_after_it(database_url, postgres, caplog):
     store = DocumentStore(PgDatabase(database_url))
     chunks = [Chunk(f"part {n}", [n], 0, 1) for n in range(2)]
-    draft = DocumentDraft("a", "hash-a", {}, 10, chunks)
+    draft = DocumentDraft("a", "hash-a", {}, 10, chunks, DEFAULT_PROJECT)
     chunk_ids = store.add_documents([draft], np.ones((2, 4), dtype=np.float32))[0].chunk_ids
     for number, chunk_id in enumerate(chunk_ids):
         store.mark_chunk_cached(chunk_id, f"key-{number}")

@@ -16,6 +16,7 @@ from retriever.library.facade import Library
 from retriever.search.neighbours import NeighbourPolicy
 from tests.unit import pg_library_parts
 from tests.unit.angle_embedder import AngleEmbedder, note
+from tests.unit.tenants import DEFAULT
 
 postgres = pg_library_parts.postgres
 database_url = pg_library_parts.database_url
@@ -53,10 +54,12 @@ def drain(library: Library, claimed: list[tuple[str, bool]]) -> None:
 
 def test_stale_chunks_are_claimed_once_across_replicas_and_stay_cached(replicas):
     a, b = replicas("a"), replicas("b")
-    a.ingest([note(degrees) for degrees in (0, 40, 80, 210)])
+    a.ingest([note(degrees) for degrees in (0, 40, 80, 210)], tenant=DEFAULT)
     drain(a, [])
-    b.ingest([note(5)])  # joins the nearest of 0, 40 and 80, not of 210 (80 and 0)
-    assert {a.get(f"d{degrees}").status for degrees in (0, 40, 80, 210)} == {"cached"}
+    b.ingest([note(5)], tenant=DEFAULT)  # joins the nearest of 0, 40 and 80, not of 210 (80 and 0)
+    assert {a.get(f"d{degrees}", tenant=DEFAULT).status for degrees in (0, 40, 80, 210)} == {
+        "cached"
+    }
     claims: dict[str, list[tuple[str, bool]]] = {"a": [], "b": []}
     threads = [
         threading.Thread(target=drain, args=(library, claims[name]))
@@ -69,21 +72,23 @@ def test_stale_chunks_are_claimed_once_across_replicas_and_stay_cached(replicas)
     claimed = sorted(claims["a"] + claims["b"])
     assert claimed == [("d0", True), ("d40", True), ("d5", False), ("d80", True)]
     assert a.store.claim_pending_chunks(10) == []
-    assert {b.get(f"d{degrees}").status for degrees in (0, 5, 40, 80, 210)} == {"cached"}
+    assert {b.get(f"d{degrees}", tenant=DEFAULT).status for degrees in (0, 5, 40, 80, 210)} == {
+        "cached"
+    }
 
 
 def test_a_failed_refresh_ends_its_claim_and_keeps_the_kv(replicas):
     library = replicas("a")
-    library.ingest([note(0), note(40)])
+    library.ingest([note(0), note(40)], tenant=DEFAULT)
     drain(library, [])
-    library.ingest([note(5)])
+    library.ingest([note(5)], tenant=DEFAULT)
     new, stale_0, stale_40 = library.store.claim_pending_chunks(3)
     assert (new.document_id, stale_0.kv_cached, stale_40.kv_cached) == ("d5", True, True)
     library.store.mark_chunk_cached(new.id, "key-new")
     library.store.cancel_requeue(stale_0.id)
     library.store.cancel_requeue(stale_40.id)
     assert library.store.claim_pending_chunks(10) == []
-    assert library.get("d0").status == "cached"
+    assert library.get("d0", tenant=DEFAULT).status == "cached"
 
 
 def test_a_version_1_library_gains_stale_marks(database_url, postgres):

@@ -12,12 +12,13 @@ import pytest
 from retriever.db.postgres import PgDatabase
 from retriever.ingest.chunking import Chunk
 from retriever.library.document_store import DocumentStore
-from retriever.library.records import DocumentDraft
+from retriever.library.records import DEFAULT_PROJECT, DocumentDraft
 from retriever.objects.cursor_pages import PageRequest
 from retriever.objects.rag_objects import RagObjects
 from retriever.objects.response_store import StoredResponse
 from retriever.objects.vector_store_queries import Attachment, UnknownFiles
 from tests.unit import pg_library_parts
+from tests.unit.tenants import DEFAULT
 
 postgres = pg_library_parts.postgres
 database_url = pg_library_parts.database_url
@@ -26,8 +27,8 @@ database_url = pg_library_parts.database_url
 @pytest.fixture
 def replicas(tmp_path, database_url) -> Iterator[tuple[DocumentStore, RagObjects, RagObjects]]:
     store = DocumentStore(PgDatabase(database_url))
-    first = RagObjects(tmp_path / "a.sqlite3", database_url)
-    second = RagObjects(tmp_path / "b.sqlite3", database_url)
+    first = RagObjects(tmp_path / "a.sqlite3", database_url).in_project(DEFAULT)
+    second = RagObjects(tmp_path / "b.sqlite3", database_url).in_project(DEFAULT)
     yield store, first, second
     for opened in (first, second, store):
         opened.close()
@@ -35,7 +36,7 @@ def replicas(tmp_path, database_url) -> Iterator[tuple[DocumentStore, RagObjects
 
 def add_document(store: DocumentStore, doc_id: str) -> None:
     chunk = Chunk(f"text of {doc_id}", [1, 2, 3], 0, 10)
-    draft = DocumentDraft(doc_id, f"hash-{doc_id}", {}, 10, [chunk])
+    draft = DocumentDraft(doc_id, f"hash-{doc_id}", {}, 10, [chunk], DEFAULT_PROJECT)
     store.add_documents([draft], np.ones((1, 4), dtype=np.float32))
 
 

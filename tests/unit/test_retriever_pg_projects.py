@@ -17,6 +17,7 @@ from retriever.library.facade import Library
 from retriever.objects.rag_objects import RagObjects
 from tests.unit import pg_library_parts, project_scenarios
 from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder
+from tests.unit.tenants import DEFAULT, tenant
 
 postgres = pg_library_parts.postgres
 database_url = pg_library_parts.database_url
@@ -55,28 +56,32 @@ def test_stored_sizes_are_counted_per_project(replicas):
 
 def test_another_replica_keeps_the_projects_apart(replicas):
     first, _ = replicas("first")
-    first.ingest([project_scenarios.SECRET], project="a")
+    first.ingest([project_scenarios.SECRET], tenant=tenant("a"))
     second, objects = replicas("second")
-    assert second.search("fault F-2291 sea pump", 3, project="b") == []
-    assert [hit.document_id for hit in second.search("fault F-2291", 3, project="a")] == ["pump"]
-    assert objects.in_project("b").vector_stores.searchable_files(["vs_x"]) == []
+    assert second.search("fault F-2291 sea pump", 3, tenant=tenant("b")) == []
+    assert [hit.document_id for hit in second.search("fault F-2291", 3, tenant=tenant("a"))] == [
+        "pump"
+    ]
+    assert objects.in_project(tenant("b")).vector_stores.searchable_files(["vs_x"]) == []
 
 
 def test_a_database_written_before_projects_is_upgraded_into_default(replicas, postgres):
     old, objects = replicas("old")
-    old.ingest([project_scenarios.SECRET])
-    objects.responses.save(project_scenarios.StoredResponse("resp_1", {}, []))
+    old.ingest([project_scenarios.SECRET], tenant=DEFAULT)
+    objects.in_project(DEFAULT).responses.save(project_scenarios.StoredResponse("resp_1", {}, []))
     with postgres.connect() as connection:  # as schema version 3 left it
         for table in ("documents", "files", "vector_stores", "responses"):
             connection.execute(f"ALTER TABLE {table} DROP COLUMN project")
         connection.execute("DELETE FROM library_schema")
         connection.execute("INSERT INTO library_schema VALUES (3)")
     upgraded, new_objects = replicas("new")
-    assert upgraded.get("pump").project == "default"
-    assert [hit.document_id for hit in upgraded.search("fault F-2291", 2)] == ["pump"]
-    assert upgraded.search("fault F-2291", 2, project="other") == []
-    assert new_objects.responses.get("resp_1") is not None
-    assert new_objects.in_project("other").responses.get("resp_1") is None
+    assert upgraded.get("pump", tenant=DEFAULT).project == "default"
+    assert [hit.document_id for hit in upgraded.search("fault F-2291", 2, tenant=DEFAULT)] == [
+        "pump"
+    ]
+    assert upgraded.search("fault F-2291", 2, tenant=tenant("other")) == []
+    assert new_objects.in_project(DEFAULT).responses.get("resp_1") is not None
+    assert new_objects.in_project(tenant("other")).responses.get("resp_1") is None
     with postgres.connect() as connection:
         version = connection.execute("SELECT max(version) FROM library_schema").fetchone()
     assert version == (SCHEMA_VERSION,)
@@ -90,8 +95,10 @@ def test_a_database_written_before_ids_per_project_keeps_every_projects_ids(repl
     """Version 4 stored every id as given: the upgrade renames another project's documents (their
     chunks and files follow) and a replica that was following the log before keeps searching."""
     old, objects = replicas("old")
-    old.ingest([project_scenarios.SECRET], project="a")
-    objects.in_project("a").files.add("file-a", "pump", True, "pump.txt", "assistants", b"x")
+    old.ingest([project_scenarios.SECRET], tenant=tenant("a"))
+    objects.in_project(tenant("a")).files.add(
+        "file-a", "pump", True, "pump.txt", "assistants", b"x"
+    )
     with postgres.connect() as connection:  # as schema version 4 left it: `a`'s ids unqualified
         for table in ("chunks", "files"):
             connection.execute(f"ALTER TABLE {table} DROP CONSTRAINT {table}_document_id_fkey")
@@ -106,12 +113,12 @@ def test_a_database_written_before_ids_per_project_keeps_every_projects_ids(repl
         connection.execute("INSERT INTO library_schema VALUES (4)")
     upgraded, new_objects = replicas("new")
     for replica in (upgraded, old):
-        assert replica.get("pump", "a").project == "a"
-        found = replica.search("fault F-2291", 2, project="a")
+        assert replica.get("pump", tenant=tenant("a")).project == "a"
+        found = replica.search("fault F-2291", 2, tenant=tenant("a"))
         assert [hit.document_id for hit in found] == ["pump"]
-        assert replica.get("pump") is None
-    assert new_objects.in_project("a").files.get("file-a").document_id == "pump"
-    [taken] = upgraded.ingest([NewDocument("pump", "Default's own pump manual.")])
+        assert replica.get("pump", tenant=DEFAULT) is None
+    assert new_objects.in_project(tenant("a")).files.get("file-a").document_id == "pump"
+    [taken] = upgraded.ingest([NewDocument("pump", "Default's own pump manual.")], tenant=DEFAULT)
     assert (taken.id, taken.created) == ("pump", True)
     assert upgraded.store.get_document("a/pump").project == "a"  # stored qualified
     with postgres.connect() as connection:

@@ -16,7 +16,7 @@ from retriever.library import changelog
 from retriever.library.document_store import DocumentStore
 from retriever.library.drafts import DocumentConflict
 from retriever.library.interfaces import LibraryUnavailable
-from retriever.library.records import DocumentDraft
+from retriever.library.records import DEFAULT_PROJECT, DocumentDraft
 from tests.unit import pg_library_parts
 
 postgres = pg_library_parts.postgres
@@ -27,7 +27,9 @@ WAIT_SECONDS = 30.0
 
 def draft(doc_id: str | None, content: str, chunk_count: int = 2) -> DocumentDraft:
     chunks = [Chunk(f"{content} part {n}", [n, 7, 70_000], 0, 1) for n in range(chunk_count)]
-    return DocumentDraft(doc_id, f"hash-{content}", {"title": content}, 100, chunks)
+    return DocumentDraft(
+        doc_id, f"hash-{content}", {"title": content}, 100, chunks, DEFAULT_PROJECT
+    )
 
 
 def vectors(*drafts: DocumentDraft) -> np.ndarray:

@@ -18,6 +18,7 @@ from retriever.objects.cursor_pages import PageRequest
 from retriever.objects.rag_objects import RagObjects
 from tests.unit import project_scenarios
 from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder
+from tests.unit.tenants import DEFAULT, tenant
 
 
 @pytest.fixture
@@ -66,13 +67,14 @@ def test_a_library_written_before_projects_opens_with_everything_in_default(tmp_
     library = Library(tmp_path / "library", CharTokenizer(), WordEmbedder())
     objects = RagObjects(path)
     try:
-        assert library.get("pump").project == "default"
-        assert [hit.document_id for hit in library.search("F-2291", 2)] == ["pump"]
-        assert library.search("F-2291", 2, project="other") == []
-        assert objects.files.content("file-1") == b"abc"
-        assert objects.vector_stores.get("vs_1").name == "docs"
-        assert objects.responses.get("resp_1") is not None
-        other = objects.in_project("other")
+        assert library.get("pump", tenant=DEFAULT).project == "default"
+        assert [hit.document_id for hit in library.search("F-2291", 2, tenant=DEFAULT)] == ["pump"]
+        assert library.search("F-2291", 2, tenant=tenant("other")) == []
+        default = objects.in_project(DEFAULT)
+        assert default.files.content("file-1") == b"abc"
+        assert default.vector_stores.get("vs_1").name == "docs"
+        assert default.responses.get("resp_1") is not None
+        other = objects.in_project(tenant("other"))
         assert other.files.page(PageRequest()) == ([], False)
         assert other.vector_stores.get("vs_1") is None
         assert other.responses.get("resp_1") is None
@@ -95,9 +97,11 @@ def test_a_library_written_before_ids_per_project_keeps_every_projects_ids(tmp_p
     path = tmp_path / "library" / STORE_FILE
     library = Library(tmp_path / "library", CharTokenizer(), WordEmbedder(), chunk_tokens=400)
     objects = RagObjects(path)
-    library.ingest([project_scenarios.SECRET], project="a")
-    library.ingest([project_scenarios.SAME_TEXT])
-    objects.in_project("a").files.add("file-a", "pump", True, "pump.txt", "assistants", b"x")
+    library.ingest([project_scenarios.SECRET], tenant=tenant("a"))
+    library.ingest([project_scenarios.SAME_TEXT], tenant=DEFAULT)
+    objects.in_project(tenant("a")).files.add(
+        "file-a", "pump", True, "pump.txt", "assistants", b"x"
+    )
     objects.close()
     library.close()
     legacy = sqlite3.connect(path)  # as schema version 6 left it: `a`'s ids unqualified
@@ -110,13 +114,15 @@ def test_a_library_written_before_ids_per_project_keeps_every_projects_ids(tmp_p
     library = Library(tmp_path / "library", CharTokenizer(), WordEmbedder(), chunk_tokens=400)
     objects = RagObjects(path)
     try:
-        assert library.get("pump", "a").project == "a"
-        assert [hit.document_id for hit in library.search("fault F-2291", 2, project="a")] == [
-            "pump"
-        ]
-        assert objects.in_project("a").files.get("file-a").document_id == "pump"
-        assert library.list()[1] == 1 and library.get("pump") is None
-        [taken] = library.ingest([NewDocument("pump", "Default's own pump manual.")])
+        assert library.get("pump", tenant=tenant("a")).project == "a"
+        assert [
+            hit.document_id for hit in library.search("fault F-2291", 2, tenant=tenant("a"))
+        ] == ["pump"]
+        assert objects.in_project(tenant("a")).files.get("file-a").document_id == "pump"
+        assert library.list(tenant=DEFAULT)[1] == 1 and library.get("pump", tenant=DEFAULT) is None
+        [taken] = library.ingest(
+            [NewDocument("pump", "Default's own pump manual.")], tenant=DEFAULT
+        )
         assert (taken.id, taken.created) == ("pump", True)
         assert library.store.get_document("a/pump").project == "a"  # stored qualified
     finally:

@@ -7,7 +7,7 @@ import pytest
 from retriever.db.sqlite_schema import _SCHEMA, SCHEMA_VERSION
 from retriever.ingest.chunking import Chunk
 from retriever.library.document_store import DocumentConflict, DocumentStore
-from retriever.library.records import DocumentDraft
+from retriever.library.records import DEFAULT_PROJECT, DocumentDraft
 
 
 def chunks(*texts: str) -> list[Chunk]:
@@ -19,7 +19,9 @@ def chunks(*texts: str) -> list[Chunk]:
 
 
 def draft(doc_id: str | None, content: str, *texts: str) -> DocumentDraft:
-    return DocumentDraft(doc_id, f"hash-{content}", {"title": content}, 100, chunks(*texts))
+    return DocumentDraft(
+        doc_id, f"hash-{content}", {"title": content}, 100, chunks(*texts), DEFAULT_PROJECT
+    )
 
 
 @pytest.fixture
@@ -31,7 +33,7 @@ def store(tmp_path):
 
 def test_added_document_reads_back(store):
     metadata = {"title": "Manual", "tags": ["x"]}
-    draft = DocumentDraft("manual", "hash-a", metadata, 9, chunks("one", "two"))
+    draft = DocumentDraft("manual", "hash-a", metadata, 9, chunks("one", "two"), DEFAULT_PROJECT)
     inserted = store.add_documents([draft])[0]
     assert inserted.created
     document = store.get_document("manual")
@@ -72,7 +74,7 @@ def test_same_id_with_different_content_conflicts(store):
 
 def test_a_failing_batch_stores_nothing(store):
     store.add_documents([draft("kept", "kept", "k")])
-    bad = DocumentDraft("bad", "hash-bad", {}, 1, [Chunk("z", [2**40], 0, 1)])
+    bad = DocumentDraft("bad", "hash-bad", {}, 1, [Chunk("z", [2**40], 0, 1)], DEFAULT_PROJECT)
     with pytest.raises(OverflowError):
         store.add_documents([draft("good", "good", "g1", "g2"), bad])
     with pytest.raises(DocumentConflict):

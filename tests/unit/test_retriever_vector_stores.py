@@ -9,16 +9,17 @@ import pytest
 from retriever.db.sqlite_schema import _MIGRATIONS, _SCHEMA
 from retriever.ingest.chunking import Chunk
 from retriever.library.document_store import DocumentStore
-from retriever.library.records import DocumentDraft
+from retriever.library.records import DEFAULT_PROJECT, DocumentDraft
 from retriever.objects.cursor_pages import PageRequest
 from retriever.objects.rag_objects import RagObjects
 from retriever.objects.vector_store_queries import Attachment, UnknownFiles, UnknownVectorStore
+from tests.unit.tenants import DEFAULT
 
 
 @pytest.fixture
 def library(tmp_path):
     store = DocumentStore(tmp_path / "documents.sqlite3")
-    objects = RagObjects(store.path)
+    objects = RagObjects(store.path).in_project(DEFAULT)
     yield store, objects
     objects.close()
     store.close()
@@ -26,7 +27,7 @@ def library(tmp_path):
 
 def add_document(store: DocumentStore, doc_id: str, status: str = "indexed") -> None:
     chunk = Chunk(f"text of {doc_id}", [1, 2, 3], 0, 10)
-    store.add_documents([DocumentDraft(doc_id, f"hash-{doc_id}", {}, 10, [chunk])])
+    store.add_documents([DocumentDraft(doc_id, f"hash-{doc_id}", {}, 10, [chunk], DEFAULT_PROJECT)])
     store.set_status(doc_id, status)
 
 
@@ -109,7 +110,7 @@ def test_a_version_2_library_is_upgraded_with_its_documents_kept(tmp_path):
     legacy.execute("INSERT INTO documents VALUES ('a', 'h', '{}', 'cached', 0, 1, 1)")
     legacy.commit()
     legacy.close()
-    objects = RagObjects(path)
+    objects = RagObjects(path).in_project(DEFAULT)
     add_file(objects, "file-a", "a", owns=False)
     assert objects.files.get("file-a").document_id == "a"
     objects.close()

@@ -10,7 +10,7 @@ from gateway.http.library_metrics import LibraryProgressCollector
 from gateway.http.store_metrics import ChunkStoreCollector, split_stat
 from retriever.ingest.chunking import Chunk
 from retriever.library.document_store import DocumentStore
-from retriever.library.records import DocumentDraft
+from retriever.library.records import DEFAULT_PROJECT, DocumentDraft
 
 
 def test_stat_names_split_into_tier_and_stat() -> None:
@@ -39,7 +39,7 @@ def test_library_progress_counts_documents_by_status_and_the_precompute_backlog(
 ) -> None:
     store = DocumentStore(tmp_path / "documents.sqlite3")
     chunks = [Chunk("x", [1, 2], 0, 1), Chunk("y", [3], 3, 4)]
-    store.add_documents([DocumentDraft("a", "hash-a", {}, 4, chunks)])
+    store.add_documents([DocumentDraft("a", "hash-a", {}, 4, chunks, DEFAULT_PROJECT)])
     store.set_status("a", "indexed")
     collector, registry = LibraryProgressCollector(), CollectorRegistry()
     registry.register(collector)
