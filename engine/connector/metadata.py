@@ -46,8 +46,15 @@ class BlendJob:
         was reused (``first_reused``: where the first chunk loaded from the store starts), so
         what it was computed behind is exact."""
         if self.plan.store_behind_context:
-            return first_reused is None or start < first_reused
+            return computed_exactly(start, first_reused)
         return start == len(prefix) and self.token_ids[:start] == prefix
+
+
+def computed_exactly(start: int, first_reused: int | None) -> bool:
+    """Whether a blend computes the tokens from ``start`` on exactly as a prefill of its prompt
+    would: nothing before them was reused (``first_reused``: where the first chunk loaded
+    from the store starts; uncached tokens before it see only other uncached tokens)."""
+    return first_reused is None or start < first_reused
 
 
 @dataclass

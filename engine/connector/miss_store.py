@@ -1,10 +1,11 @@
-"""Worker side, after a job's fill: store each chunk it missed, as computed behind the prefix.
+"""Worker side, after a job's fill: store each chunk it missed.
 
-A missed chunk is stored as it would be computed right after the fixed chunk prefix (or, for a
-contextual precompute or learning request, behind whatever that job puts before it), so that its
-KV is the same whichever request first sent it. The fill captures a chunk in place when the
-prompt put it exactly there; every other miss is computed again here, against the chunk prefix's
-KV, which is computed once at the first miss and kept (every rank of a split model keeps its own
+A chunk the fill computed exactly as a prefill of its prompt would (nothing before it was
+reused: every chunk of a first sighting, and those before a request's first hit) is stored as
+computed there, in its real context; so is one a contextual precompute or learning request puts
+behind chosen text. Every other miss (computed over reused KV, or left to vLLM's prefix cache)
+is computed again here right after the fixed chunk prefix, against the prefix's KV, which is
+computed once at the first such miss and kept (every rank of a split model keeps its own
 heads). An entry's keys always sit where the prefix ends: a chunk computed elsewhere has its
 keys moved there (RoPE attention depends only on relative positions, so that is the KV the
 same context would give it there).
@@ -53,8 +54,7 @@ class MissStore:
         for capture in captures:
             if job.plan.replace_stored:  # tiers that keep an existing entry must drop it first
                 self.store.delete(capture.key)
-            where_computed = job.right_behind(self.prefix, capture.start, first_reused)
-            entry = self._at_prefix_end(decoder, capture) if where_computed else capture.entry()
+            entry = self._at_prefix_end(decoder, capture) if capture.in_context else capture.entry()
             self.store.put(capture.key, entry)
 
     def _at_prefix_end(self, decoder: VllmDecoder, capture: Capture) -> ChunkKV:
@@ -84,6 +84,8 @@ class MissStore:
         self, decoder: VllmDecoder, capture: Capture, context: list[int], device: torch.device
     ) -> None:
         ids = torch.tensor(context + capture.token_ids, device=device)
+
+        capture.in_context = True
 
         def keep(_layer: int, keys: Tensor, values: Tensor) -> None:
             capture.keys.append(keys[len(context) :].cpu())

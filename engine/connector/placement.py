@@ -42,6 +42,9 @@ class Capture:
     token_ids: list[int]
     keys: list[Tensor] = field(default_factory=list)
     values: list[Tensor] = field(default_factory=list)
+    in_context: bool = False
+    """Its K/V were computed where it stands in the job's prompt, behind the tokens before it
+    there (its keys are then moved to where the chunk prefix ends before it is stored)."""
 
     def entry(self) -> ChunkKV:
         return ChunkKV(torch.stack(self.keys), torch.stack(self.values), self.token_ids)

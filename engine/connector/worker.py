@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from engine.blend.fuse import Attend, BlendResult, blend_prefill
-from engine.connector.metadata import BlendJob
+from engine.connector.metadata import BlendJob, computed_exactly
 from engine.connector.miss_store import MissStore
 from engine.connector.model import VllmDecoder, find_model_runner_model
 from engine.connector.paged_attention import CpuPagedAttention
@@ -193,13 +193,10 @@ class BlendWorker:
         slots = job.slots(self.block_size, device)
         attend = self._paged_attention(job)
         settled = job.settled(attend is not None, recipe)
-        prefix = list(self.settings.chunk_prefix)
-        first_reused = placement.first_reused
-        in_place = [
-            c
-            for c in placement.captures
-            if capture and c.start >= settled and job.right_behind(prefix, c.start, first_reused)
-        ]
+        in_place = [c for c in placement.captures if capture and c.start >= settled]
+        in_place = [c for c in in_place if self._kept_in_place(job, c.start, placement)]
+        for chunk in in_place:
+            chunk.in_context = True
 
         def write(layer: int, keys: Tensor, values: Tensor) -> None:
             attention = decoder.attention_layer(layer)
@@ -226,6 +223,17 @@ class BlendWorker:
             settled,
             self.ranks.sum_heads,
         )
+
+    def _kept_in_place(self, job: BlendJob, start: int, placement: Placement) -> bool:
+        """Whether a missed chunk at ``start`` is stored as this fill computes it: exactly as a
+        prefill of this prompt would (nothing before it reused), where RoPE lets its keys move
+        to the prefix end, or where the plan stores chunks behind their context anyway. A
+        first sighting then costs one prefill: its chunks are not computed again behind the
+        fixed prefix, and their KV is what a real context gives them."""
+        prefix = list(self.settings.chunk_prefix)
+        if job.right_behind(prefix, start, placement.first_reused):
+            return True
+        return self._decoder.rope is not None and computed_exactly(start, placement.first_reused)
 
     def _paged_attention(self, job: BlendJob) -> Attend | None:
         """vLLM's CPU kernel reads the fused KV back from the paged cache; else torch SDPA."""

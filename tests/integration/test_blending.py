@@ -132,6 +132,23 @@ def test_a_missing_middle_chunk_leaves_the_others_hitting(server: Server) -> Non
     assert "Berlin" in answer_text(first)
 
 
+def test_a_first_sighting_stores_its_chunks_as_its_own_prefill_computed_them(
+    server: Server,
+) -> None:
+    """A request that misses every chunk is one prefill: each chunk is kept as computed there,
+    in its real context, so reusing them in that order with nothing recomputed gives the full
+    prefill's answer (chunks computed again behind the neutral prefix would not)."""
+    novel = {"Ruritania": "Strelsau", "Genovia": "Pyrus", "Latveria": "Doomstadt"}
+    documents = [capital_document(country, city) for country, city in novel.items()]
+    first = ask_capital(server, "Genovia", documents, "blend")
+    reused = ask_capital(server, "Genovia", documents, "reuse")
+    full = ask_capital(server, "Genovia", documents, "full")
+    assert first["blend"]["chunks_missed"] == len(novel)
+    assert reused["blend"] == reused["blend"] | {"chunks_hit": len(novel), "chunks_missed": 0}
+    reference = first_token_distribution(full)
+    assert divergence(reference, first_token_distribution(reused)) < 0.02  # 0.31 behind the prefix
+
+
 def _store_files(server: Server) -> set[Path]:
     return set((server.data_dir / "chunk_kv" / "store").glob("*.kv"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.chunk_cache import context_window
-from engine.connector.metadata import BlendJob
+from engine.connector.metadata import BlendJob, computed_exactly
 from engine.contract import BlendPlan, ChunkSpan, Recipe
 
 NEUTRAL = [1, 2, 3, 4, 5]
@@ -72,3 +72,10 @@ def test_a_flagged_job_stores_in_place_only_chunks_before_the_first_reused_one()
     assert not job.right_behind(prefix, 3, first_reused=3)
     assert not job.right_behind(prefix, 3, first_reused=1)
     assert _job([1, 2, 3, 8, 9, 0], 3, False).right_behind(prefix, 3, first_reused=1)
+
+
+def test_a_chunk_is_computed_exactly_when_nothing_before_it_was_reused() -> None:
+    assert computed_exactly(40, first_reused=None)  # a first sighting: every chunk
+    assert computed_exactly(40, first_reused=90)
+    assert not computed_exactly(90, first_reused=90)
+    assert not computed_exactly(140, first_reused=90)
