@@ -9,6 +9,7 @@ accepted but not yet written everywhere, so lookups still find them and deletes 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -63,6 +64,7 @@ class TierWriter:
         self._thread.join()
 
     def _loop(self) -> None:
+        _yield_to_the_engine()
         while (item := self._queue.get()) is not None:
             try:
                 with self.lock:
@@ -70,6 +72,20 @@ class TierWriter:
             finally:
                 self._queue.task_done()
         self._queue.task_done()
+
+
+def _yield_to_the_engine() -> None:
+    """Lower this thread's CPU priority to the least (Linux: nice 19 for this thread alone).
+
+    A write encodes, signs and copies a whole entry; run beside the engine's compute threads
+    it takes a core from them when there are no spare ones, and every step (the decoding of
+    the very request whose chunks are being written) waits for the slowest thread. Writes are
+    not on any request's path: they can wait for the idle moments.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError) as exc:  # not Linux, or not permitted
+        logger.debug("could not lower the chunk KV writer's priority: %s", exc)
 
 
 @dataclass
