@@ -31,6 +31,7 @@ from gateway.rag.chunked_prompt import chunk_prefix
 from gateway.rag.kv_status import KVStatusFollower
 from gateway.rag.learnt_contexts import LearntContexts
 from gateway.rag.precompute import Precomputer
+from gateway.rag.settle import PrefixSettler
 from gateway.routes import (
     chat,
     completions,
@@ -71,12 +72,10 @@ def create_app(settings: Settings, *, exit_on_load_failure: bool = False) -> Fas
                 log.warning("shutting down while the model is still loading")
             if state.engine_watch is not None:
                 state.engine_watch.cancel()
-            if state.precomputer is not None:
-                await state.precomputer.stop()
-            if state.learnt_contexts is not None:
-                await state.learnt_contexts.stop()
-            if state.kv_status is not None:
-                await state.kv_status.stop()
+            background = (state.precomputer, state.learnt_contexts, state.settler, state.kv_status)
+            for service in background:
+                if service is not None:
+                    await service.stop()
             if PROJECT_STORAGE.state is state:
                 PROJECT_STORAGE.state = None
             if state.rag_objects is not None:
@@ -238,6 +237,9 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
         if settings.learn_contexts and engine.blending:
             state.learnt_contexts = learnt_contexts(state, state.chunk_cache)
             state.learnt_contexts.start()
+        if engine.blending:
+            state.settler = PrefixSettler(state.chunk_cache, lambda: state.gate.active > 0, 1024)
+            state.settler.start()
         engine.stats_listener = lambda stats: _on_blend_stats(state, stats)
         state.engine = engine
         state.tokenizer = tokenizer

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from gateway.rag.kv_status import KVStatusFollower
     from gateway.rag.learnt_contexts import LearntContexts
     from gateway.rag.precompute import Precomputer
+    from gateway.rag.settle import PrefixSettler
     from retriever import Library, RagObjects
 
 
@@ -48,6 +49,8 @@ class AppState:
     precomputer: Precomputer | None = None
     learnt_contexts: LearntContexts | None = None
     """Contexts learnt from traffic; None unless `learn_contexts` and the engine blends."""
+    settler: PrefixSettler | None = None
+    """Recomputes behind the prefix what first sightings stored; None unless the engine blends."""
     kv_status: KVStatusFollower | None = None
     """Keeps document status in step with the chunk store; None when blending is off."""
     """Background chunk-KV precompute; None when blending is off."""

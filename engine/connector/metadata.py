@@ -47,6 +47,11 @@ class BlendJob:
         what it was computed behind is exact."""
         if self.plan.store_behind_context:
             return computed_exactly(start, first_reused)
+        return self.behind_fixed_prefix(prefix, start)
+
+    def behind_fixed_prefix(self, prefix: list[int], start: int) -> bool:
+        """Whether a chunk at ``start`` directly follows ``prefix`` at the prompt's start, where
+        it is computed exactly as alone."""
         return start == len(prefix) and self.token_ids[:start] == prefix
 
 

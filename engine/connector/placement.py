@@ -67,6 +67,15 @@ class Placement:
         """Where the first hit starts: every token before it is computed exactly here."""
         return min((hit.start for hit in self.hits), default=None)
 
+    def stored_in_context(self, job: BlendJob, prefix: list[int]) -> tuple[int, ...]:
+        """Positions (in ``keys``) of the captures stored as computed behind the job's own
+        context, not right behind the fixed ``prefix`` (`BlendStats.stored_in_context`)."""
+        return tuple(
+            self.keys.index(capture.key)
+            for capture in self.captures
+            if capture.in_context and not job.behind_fixed_prefix(prefix, capture.start)
+        )
+
 
 class ChunkPlacer:
     """Sorts a job's chunks into hits and captures, the same way on every rank.

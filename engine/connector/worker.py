@@ -154,6 +154,7 @@ class BlendWorker:
             rejected_chunks=placement.rejected,
             chunk_keys=tuple(placement.keys),
             evicted_keys=tuple(self.store.take_lost_keys()),
+            stored_in_context=placement.stored_in_context(job, list(self.settings.chunk_prefix)),
             store=self.store.stats(),
         )
 

@@ -70,6 +70,13 @@ LEARNT_CONTEXT_WORK = Counter(
     ["outcome"],
 )
 
+SETTLED_CHUNKS = Counter(
+    "ragblend_settled_chunks_total",
+    "Chunks a first sighting stored in its own context, recomputed behind the fixed prefix in "
+    "the background: `queued`, `done`, `failed`, or `dropped` (the queue was full).",
+    ["outcome"],
+)
+
 
 def record_blend(summary: dict[str, Any]) -> None:
     mode = summary["mode"]

@@ -65,12 +65,16 @@ def learnt_chunks(chunks: Chunks, prompt: ChunkedPrompt, state: AppState, tenant
 
 def learning_plan(
     chunks: Chunks, prompt: ChunkedPrompt, plan: BlendPlan, state: AppState, tenant: Tenant
-) -> tuple[BlendPlan, Callable[[BlendStats | None], bool] | None]:
+) -> tuple[BlendPlan, Callable[[BlendStats | None], object] | None]:
     """With learning on, a cold request's plan stores the chunks it misses as computed in place
-    (those before any reused chunk); what records the set as learnt if it missed them all."""
+    (those before any reused chunk); what records the set as learnt if it missed them all.
+    Otherwise what settles behind the fixed prefix the chunks the worker stored in place."""
     learnt = state.learnt_contexts
     if learnt is None or chunks.context != "cold" or len(chunks.token_ids) < 2:
-        return plan, None
+        settler = state.settler
+        if settler is None:
+            return plan, None
+        return plan, partial(settler.after_blend, chunks.token_ids, tenant.kv_salt)
     head = prompt.token_ids[: prompt.spans[0].start]
     arrangement = Arrangement.of(chunks.token_ids, chunks.separator, tenant.kv_salt, head)
     return replace(plan, store_behind_context=True), partial(learnt.record_learnt, arrangement)

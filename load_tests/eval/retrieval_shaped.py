@@ -14,7 +14,10 @@ its ``--neighbours`` nearest other passages of the library by embedding, most si
 item's passages computed in one pass behind its prompt's own head, each behind the passages
 before it (``ChunkCache.learn``), as the server's learnt contexts (``RAGBLEND_LEARN_CONTEXTS``)
 store repeated sent documents; ``learnt_elsewhere``, the same but behind the head of that prompt
-with a system message, as a server serves a set learnt behind another request's head. Items run
+with a system message, as a server serves a set learnt behind another request's head;
+``reordered``, the item's passages first computed in one pass in the reverse order behind the
+prompt's head, as a server stores the chunks of a first sighting, then asked in their own order
+(sent documents seen again re-ordered). Items run
 in batches (``--batch-items``): per batch each variant precomputes the batch's passages,
 replacing what the previous one stored, then asks every mode (a mode written ``variant:mode``,
 as ``learnt:reuse``, only under that variant); full prefill
@@ -44,8 +47,8 @@ from load_tests.eval.strategies import parse_mode_spec
 from load_tests.eval.tasks import TASKS, EvalTask
 from load_tests.report import output_path, scratch
 
-VARIANTS = ("passages", "neighbours", "learnt", "learnt_elsewhere")
-LEARNT = ("learnt", "learnt_elsewhere")
+VARIANTS = ("passages", "neighbours", "learnt", "learnt_elsewhere", "reordered")
+LEARNT = ("learnt", "learnt_elsewhere", "reordered")
 OTHER_SYSTEM = "You answer questions from the documents you are given."
 """The system message of the head ``learnt_elsewhere`` learns behind (the asked prompt has none)."""
 
@@ -73,13 +76,13 @@ async def precompute_variant(
             print(f"  {variant}: precomputed {count}/{len(used)}", file=sys.stderr)
 
 
-async def learn_item(setup: Any, cache: Any, item: Any, head: list[int]) -> None:
-    """The item's passages stored as the server learns them once they keep arriving together:
-    computed in one pass behind the prompt's own ``head``, each behind the passages before it,
-    replacing what was stored."""
+async def learn_item(setup: Any, cache: Any, documents: list[str], head: list[int]) -> None:
+    """Passages stored as the server learns them once they keep arriving together, and as it
+    stores a first sighting's: computed in one pass behind ``head``, each behind the passages
+    before it, replacing what was stored."""
     from gateway.rag.chunked_prompt import document_chunks
 
-    chunks = document_chunks(item.documents, setup.tokenizer)
+    chunks = document_chunks(documents, setup.tokenizer)
     await cache.learn(head, chunks.token_ids, chunks.separator)
 
 
@@ -160,7 +163,8 @@ async def ask_batch(
             head = ids[: spans[0].start]
             if variant == "learnt_elsewhere":
                 head = other_head(setup, task, item)
-            await learn_item(setup, learn, item, head)
+            documents = item.documents[::-1] if variant == "reordered" else item.documents
+            await learn_item(setup, learn, documents, head)
         for spec in specs:
             name = spec.name if spec.mode == "full" else f"{variant}:{spec.name}"
             if name in records and len(records[name]) > index:
