@@ -44,7 +44,7 @@ from load_tests import peer_summary as summary
 from load_tests import peer_traffic as traffic
 from load_tests.eval.fetch import DEFAULT_CACHE, is_fetched
 from load_tests.launch import free_port, launched
-from load_tests.peer_client import send
+from load_tests.peer_client import send, settled
 from load_tests.replica_launcher import add_model_arguments, bench_environment, running_replicas
 from load_tests.report import format_grid, output_path, scratch, write_json
 
@@ -128,10 +128,13 @@ def run_phase(
     """The phase's blocks to both servers, alternating which goes first; records and busy time."""
     records: list[dict[str, Any]] = []
     busy = dict.fromkeys(summary.SERVERS, 0.0)
+    background_s = 0.0
     for number, block in enumerate(
         traffic.blocks(traffic.phase_requests(phase, items, args.turns), args.block)
     ):
         for server in summary.SERVERS[:: 1 if number % 2 == 0 else -1]:
+            if server == "vllm":
+                background_s += settled(clients["ragblend"])
             started = time.perf_counter()
             records += [
                 {**send(clients[server], server, request, args.max_tokens), "block": number}
@@ -139,6 +142,8 @@ def run_phase(
             ]
             busy[server] += time.perf_counter() - started
         print(f"  {phase} block {number}: {len(records)} records", file=sys.stderr)
+    background_s += settled(clients["ragblend"])
+    print(f"  {phase}: waited {background_s:.1f} s for ragblend's background work", file=sys.stderr)
     return records, busy
 
 

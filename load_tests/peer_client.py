@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from load_tests import sse
 from load_tests.eval.metrics import f1
@@ -88,3 +89,23 @@ def send(
     record = stream(client, request.path, body)
     score = f1(first_line(record["answer"]), request.answers) if request.answers else None
     return {"phase": request.phase, "key": request.key, "server": server, **record, "f1": score}
+
+
+def settled(client: httpx.Client, wait_s: float = 900.0) -> float:
+    """Wait until ragblend has recomputed behind the prefix every chunk its first sightings
+    stored in their own context (work it does only while idle, so it must not run beside
+    vLLM's block); the seconds waited."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < wait_s:
+        text = client.get("/metrics").text
+        outcomes = {
+            sample.labels.get("outcome"): sample.value
+            for family in text_string_to_metric_families(text)
+            if family.name == "ragblend_settled_chunks"
+            for sample in family.samples
+            if sample.name.endswith("_total")
+        }
+        if outcomes.get("queued", 0) <= outcomes.get("done", 0) + outcomes.get("failed", 0):
+            break
+        time.sleep(0.2)
+    return time.perf_counter() - started
