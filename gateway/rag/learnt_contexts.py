@@ -27,8 +27,6 @@ entries would be undone by the library's own refreshes.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -37,14 +35,15 @@ from engine.chunk_cache import ChunkCache
 from engine.contract import BlendStats
 from gateway.http.metrics import LEARNT_CONTEXT_WORK
 from gateway.rag.chunked_prompt import Chunks
+from gateway.rag.idle_worker import IdleWorker
 from gateway.rag.learnt_tracker import Arrangement, ContextRecords, LearningQueue
 
 log = logging.getLogger(__name__)
-IDLE_POLL_SECONDS = 0.05
-"""How often the worker looks whether live requests are done before its next chunk."""
 
 
-class LearntContexts:
+class LearntContexts(IdleWorker):
+    task_name = "learnt-contexts"
+
     def __init__(
         self,
         chunk_cache: ChunkCache,
@@ -54,12 +53,10 @@ class LearntContexts:
         queue_size: int,
     ) -> None:
         """``busy``: whether requests are being served now (the worker waits until not)."""
+        super().__init__(busy)
         self.chunk_cache = chunk_cache
-        self.busy = busy
         self.queue = LearningQueue(after, capacity, queue_size)
         self.records = ContextRecords(capacity)
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     def classify(self, chunks: Chunks, salt: str = "", head: Sequence[int] = ()) -> Chunks:
         """``chunks`` as ``learnt`` when every one stands where its KV was computed under the
@@ -76,38 +73,23 @@ class LearntContexts:
             if outcome in ("queued", "dropped"):
                 LEARNT_CONTEXT_WORK.labels(outcome).inc()
             if outcome == "queued":
-                self._wake.set()
+                self.wake()
         return chunks
 
     def forget(self, evicted_keys: Iterable[str]) -> None:
         """Engine listener: chunk entries evicted from the store lose their learnt context."""
         self.records.forget_keys(evicted_keys)
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="learnt-contexts")
-
-    async def stop(self) -> None:
-        """Stops at once; a chunk being computed is abandoned (its old entry stays)."""
-        if self._task is None:
-            return
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while (job := self.queue.take()) is not None:
-                try:
-                    learnt = await self._learn(job)
-                except Exception:
-                    log.exception("learning the context of %d chunks failed", len(job.chunks))
-                    learnt = False
-                finally:
-                    self.queue.finish(job)
-                LEARNT_CONTEXT_WORK.labels("done" if learnt else "failed").inc()
+    async def drain(self) -> None:
+        while (job := self.queue.take()) is not None:
+            try:
+                learnt = await self._learn(job)
+            except Exception:
+                log.exception("learning the context of %d chunks failed", len(job.chunks))
+                learnt = False
+            finally:
+                self.queue.finish(job)
+            LEARNT_CONTEXT_WORK.labels("done" if learnt else "failed").inc()
 
     def record_learnt(self, arrangement: Arrangement, stats: BlendStats | None) -> bool:
         """Record ``arrangement``'s chunks as learnt behind its head when ``stats`` (of a request
@@ -131,11 +113,7 @@ class LearntContexts:
         and record each one's context; False if a chunk was not stored."""
         if self.records.all_stand_in(job) and self.records.learnt_behind(job):
             return True  # a request that missed every chunk learnt it meanwhile
-        await self._until_idle()
+        await self.until_idle()
         chunks = [list(chunk) for chunk in job.chunks]
         stats = await self.chunk_cache.learn(list(job.head), chunks, job.separator, job.salt)
         return self.record_learnt(job, stats)
-
-    async def _until_idle(self) -> None:
-        while self.busy():
-            await asyncio.sleep(IDLE_POLL_SECONDS)

@@ -14,8 +14,6 @@ while no request is being served.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -23,24 +21,23 @@ from collections.abc import Callable, Sequence
 from engine.chunk_cache import ChunkCache
 from engine.contract import BlendStats
 from gateway.http.metrics import SETTLED_CHUNKS
+from gateway.rag.idle_worker import IdleWorker
 
 log = logging.getLogger(__name__)
-IDLE_POLL_SECONDS = 0.05
-"""How often the task looks whether live requests are done before its next chunk."""
 Pending = tuple[str, tuple[int, ...]]
 """A chunk to settle: its KV salt and its token ids."""
 
 
-class PrefixSettler:
+class PrefixSettler(IdleWorker):
+    task_name = "settle-behind-prefix"
+
     def __init__(self, chunk_cache: ChunkCache, busy: Callable[[], bool], capacity: int) -> None:
         """``busy``: whether requests are being served now (the task waits until not);
         ``capacity``: chunks waiting at most (one more is dropped and counted)."""
+        super().__init__(busy)
         self.chunk_cache = chunk_cache
-        self.busy = busy
         self.capacity = capacity
         self._pending: OrderedDict[Pending, None] = OrderedDict()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     def after_blend(
         self, chunks: Sequence[Sequence[int]], salt: str, stats: BlendStats | None
@@ -61,38 +58,19 @@ class PrefixSettler:
             self._pending[chunk] = None
             SETTLED_CHUNKS.labels("queued").inc()
         if self._pending:
-            self._wake.set()
+            self.wake()
 
     @property
     def waiting(self) -> int:
         return len(self._pending)
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="settle-behind-prefix")
-
-    async def stop(self) -> None:
-        """Stops at once; a chunk being computed is abandoned (its in-context entry stays)."""
-        if self._task is None:
-            return
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending:
-                await self._until_idle()
-                (salt, chunk), _ = self._pending.popitem(last=False)
-                try:
-                    await self.chunk_cache.precompute(list(chunk), replace=True, salt=salt)
-                    SETTLED_CHUNKS.labels("done").inc()
-                except Exception:
-                    log.exception("settling a chunk of %d tokens failed", len(chunk))
-                    SETTLED_CHUNKS.labels("failed").inc()
-
-    async def _until_idle(self) -> None:
-        while self.busy():
-            await asyncio.sleep(IDLE_POLL_SECONDS)
+    async def drain(self) -> None:
+        while self._pending:
+            await self.until_idle()
+            (salt, chunk), _ = self._pending.popitem(last=False)
+            try:
+                await self.chunk_cache.precompute(list(chunk), replace=True, salt=salt)
+                SETTLED_CHUNKS.labels("done").inc()
+            except Exception:
+                log.exception("settling a chunk of %d tokens failed", len(chunk))
+                SETTLED_CHUNKS.labels("failed").inc()
