@@ -33,6 +33,8 @@ class EngineOptions:
     gpu_memory_utilization: float
     enable_prefix_caching: bool
     max_num_seqs: int
+    cpu_compile: bool = False
+    """Compile the model on CPU too (vLLM compiles on GPUs; on CPU it costs time at start)."""
     tensor_parallel_size: int = 1
     blend: BlendSettings | None = None
     log_level: str = "info"
@@ -121,7 +123,7 @@ class Engine:
             enable_prefix_caching=options.enable_prefix_caching,
             max_num_seqs=options.max_num_seqs,
             tensor_parallel_size=options.tensor_parallel_size,
-            enforce_eager=options.device == "cpu",
+            enforce_eager=options.device == "cpu" and not options.cpu_compile,
             gpu_memory_utilization=options.gpu_memory_utilization,
             served_model_name=options.served_model_name,
             disable_log_stats=True,  # no periodic log lines; the Prometheus logger still records

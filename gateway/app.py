@@ -145,6 +145,7 @@ def engine_options(settings: Settings, model_dir: Path, tokenizer: Any) -> Engin
         gpu_memory_utilization=settings.gpu_memory_utilization,
         enable_prefix_caching=settings.enable_prefix_caching,
         max_num_seqs=settings.max_num_seqs,
+        cpu_compile=settings.cpu_compile,
         tensor_parallel_size=settings.tensor_parallel_size,
         blend=blend_settings(settings, tokenizer),
         log_level=settings.log_level,

@@ -50,8 +50,9 @@ from load_tests.report import format_grid, output_path, scratch, write_json
 
 READY_S = 900.0
 VLLM_FLAGS = ("--host 127.0.0.1 --served-model-name bench --enable-prefix-caching --max-num-seqs 16"
-              " --enforce-eager --enable-auto-tool-choice --tool-call-parser hermes")  # fmt: skip
-"""ragblend's engine on CPU: 16 sequences, eager; its tool parser for the catalog models."""
+              " --enable-auto-tool-choice --tool-call-parser hermes")  # fmt: skip
+"""ragblend's engine: 16 sequences; its tool parser for the catalog models (and ``--enforce-eager``
+unless ``--cpu-compile``: ragblend's engine is eager on CPU unless ``RAGBLEND_CPU_COMPILE``)."""
 INGEST_CHUNKING = {
     "type": "static",
     "static": {"max_chunk_size_tokens": 2048, "chunk_overlap_tokens": 0},
@@ -70,6 +71,8 @@ def vllm_server(args: argparse.Namespace, folder: Path) -> Iterator[str]:
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
                "--port", str(port), "--dtype", args.dtype, "--max-model-len",
                str(args.max_model_len), *VLLM_FLAGS.split()]  # fmt: skip
+    if not args.cpu_compile:
+        command.append("--enforce-eager")
     settings = {
         "VLLM_CPU_KVCACHE_SPACE": str(args.kv_cache_gib),
         "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
@@ -183,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--block", type=int, default=4, help="requests per alternating block")
     parser.add_argument("--turns", type=int, default=3, help="requests per multi-turn chat")
     parser.add_argument("--ttft-target-s", type=float, default=2.0)
+    parser.add_argument(
+        "--cpu-compile", action="store_true", help="both compiled (vllm serve's own default)"
+    )
     parser.add_argument("--ingest-wait-s", type=float, default=900.0)
     parser.add_argument("--out", default=scratch("peer"), help="<out>.json")
     return parser
@@ -198,6 +204,7 @@ def main() -> int:
         RAGBLEND_DTYPE=args.dtype,
         RAGBLEND_MAX_MODEL_LEN=str(args.max_model_len),
         VLLM_CPU_NUM_OF_RESERVED_CPU="0",
+        RAGBLEND_CPU_COMPILE=str(args.cpu_compile).lower(),
     )
     records: list[dict[str, Any]] = []
     summaries, setup = [], {}
