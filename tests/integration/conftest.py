@@ -4,6 +4,7 @@ server alone, and a pair of replicas on one PostgreSQL library and one Redis chu
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import socket
@@ -61,6 +62,23 @@ class Server:
 def as_project(server: Server, project: str) -> Server:
     """`server` reached with `project`'s key (`PROJECT_KEYS`; the server must hold it)."""
     return replace(server, api_key=PROJECT_KEYS[project])
+
+
+def settled_count(server: Server, outcome: str) -> float:
+    """The server's ``ragblend_settled_chunks_total`` of one outcome (0 before any)."""
+    text = httpx.get(f"{server.url}/metrics").text
+    match = re.search(rf'^ragblend_settled_chunks_total{{outcome="{outcome}"}} (\S+)$', text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def wait_until_settled(server: Server, wait_s: float = 120) -> None:
+    """Until the server has recomputed behind the fixed prefix every chunk a first sighting
+    stored in its own context (`gateway/rag/settle.py`), which rewrites those entries."""
+    deadline = time.monotonic() + wait_s
+    while settled_count(server, "queued") > settled_count(server, "done"):
+        assert settled_count(server, "failed") == 0, "settling failed: see the server log"
+        assert time.monotonic() < deadline, "the first sightings' chunks never settled"
+        time.sleep(0.2)
 
 
 def _free_port() -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import re
 import subprocess
 import sys
 import time
@@ -11,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from gateway.cli.selfcheck import (
@@ -22,7 +20,7 @@ from gateway.cli.selfcheck import (
     first_token_distribution,
 )
 from tests.integration.capital_questions import answer_text, ask_capital, first_sentence
-from tests.integration.conftest import Server
+from tests.integration.conftest import Server, settled_count, wait_until_settled
 
 pytestmark = pytest.mark.integration
 
@@ -134,12 +132,6 @@ def test_a_missing_middle_chunk_leaves_the_others_hitting(server: Server) -> Non
     assert "Berlin" in answer_text(first)
 
 
-def _settled(server: Server, outcome: str) -> float:
-    text = httpx.get(f"{server.url}/metrics").text
-    match = re.search(rf'^ragblend_settled_chunks_total{{outcome="{outcome}"}} (\S+)$', text, re.M)
-    return float(match.group(1)) if match else 0.0
-
-
 def test_a_first_sighting_is_one_prefill_and_its_chunks_settle_behind_the_prefix_later(
     server: Server,
 ) -> None:
@@ -148,19 +140,15 @@ def test_a_first_sighting_is_one_prefill_and_its_chunks_settle_behind_the_prefix
     recomputed no longer gives exactly the full prefill's answer (the in-context KV would)."""
     novel = {"Ruritania": "Strelsau", "Genovia": "Pyrus", "Latveria": "Doomstadt"}
     documents = [capital_document(country, city) for country, city in novel.items()]
-    queued, done = _settled(server, "queued"), _settled(server, "done")
+    queued = settled_count(server, "queued")
     first = ask_capital(server, "Genovia", documents, "blend")
     assert first["blend"]["chunks_missed"] == len(novel)
-    assert _settled(server, "queued") == queued + len(novel)
-    deadline = time.monotonic() + 120
-    while _settled(server, "done") < done + len(novel):
-        assert _settled(server, "failed") == 0, "settling failed: see the server log"
-        assert time.monotonic() < deadline, "the first sighting's chunks never settled"
-        time.sleep(0.2)
+    assert settled_count(server, "queued") == queued + len(novel)
+    wait_until_settled(server)
     reused = ask_capital(server, "Genovia", documents, "reuse")
     full = ask_capital(server, "Genovia", documents, "full")
     assert reused["blend"] == reused["blend"] | {"chunks_hit": len(novel), "chunks_missed": 0}
-    assert _settled(server, "queued") == queued + len(novel)  # hits are not settled again
+    assert settled_count(server, "queued") == queued + len(novel)  # hits are not settled again
     reference = first_token_distribution(full)
     assert divergence(reference, first_token_distribution(reused)) > 0.05  # 0.31; exact: 0.00
 

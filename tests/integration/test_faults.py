@@ -21,7 +21,13 @@ from engine.kvstore.mac import EntryMac
 from engine.kvstore.secret import load_or_create_secret
 from engine.platform import resolve_dtype
 from gateway.cli.selfcheck import FILLER, capital_document
-from tests.integration.conftest import REPO, TEST_MODEL, Server, running_server
+from tests.integration.conftest import (
+    REPO,
+    TEST_MODEL,
+    Server,
+    running_server,
+    wait_until_settled,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -46,6 +52,7 @@ def _stored_entry(server: Server, documents: list[str], question: str) -> tuple[
     store = server.data_dir / "chunk_kv" / "store"
     before = set(store.glob("*.kv"))
     reply = _ask(server, documents, question)
+    wait_until_settled(server)  # the entry as later requests find it, behind the prefix
     deadline = time.monotonic() + 30
     while not (new := set(store.glob("*.kv")) - before):
         assert time.monotonic() < deadline, "the chunk never reached the disk tier"

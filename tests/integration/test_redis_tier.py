@@ -29,6 +29,7 @@ from tests.integration.conftest import (
     TEST_MODEL,
     Server,
     as_project,
+    wait_until_settled,
 )
 from tests.redis_server import RedisServer
 
@@ -95,6 +96,7 @@ def test_a_chunk_computed_by_one_server_is_a_hit_on_the_other(
     before = stored_entries(redis_server)
     computed = ask(first, DOCUMENTS)
     assert computed["blend"]["chunks_missed"] == len(DOCUMENTS)
+    wait_until_settled(first)  # settling rewrites each entry behind the prefix
     assert wait_for_entries(redis_server, before + len(DOCUMENTS))
     shared = ask(second, DOCUMENTS, ratio=1.0)
     assert shared["blend"]["chunks_missed"] == 0
