@@ -239,7 +239,7 @@ async def _load(state: AppState, exit_on_failure: bool) -> None:
             state.learnt_contexts = learnt_contexts(state, state.chunk_cache)
             state.learnt_contexts.start()
         if engine.blending:
-            state.settler = PrefixSettler(state.chunk_cache, lambda: state.gate.active > 0, 1024)
+            state.settler = PrefixSettler(state.chunk_cache, lambda: state.gate.active > 0)
             state.settler.start()
         engine.stats_listener = lambda stats: _on_blend_stats(state, stats)
         state.engine = engine

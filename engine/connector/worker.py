@@ -194,8 +194,11 @@ class BlendWorker:
         slots = job.slots(self.block_size, device)
         attend = self._paged_attention(job)
         settled = job.settled(attend is not None, recipe)
-        in_place = [c for c in placement.captures if capture and c.start >= settled]
-        in_place = [c for c in in_place if self._kept_in_place(job, c.start, placement)]
+        in_place = [
+            c
+            for c in placement.captures
+            if capture and c.start >= settled and self._kept_in_place(job, c.start, placement)
+        ]
         for chunk in in_place:
             chunk.in_context = True
 

@@ -25,6 +25,8 @@ from gateway.http.metrics import SETTLED_CHUNKS
 from gateway.rag.idle_worker import IdleWorker
 
 log = logging.getLogger(__name__)
+QUEUE_CHUNKS = 1024
+"""Chunks waiting to settle at most (each tuple of ids costs about 36 bytes a token)."""
 Pending = tuple[str, tuple[int, ...]]
 """A chunk to settle: its KV salt and its token ids."""
 
@@ -32,7 +34,9 @@ Pending = tuple[str, tuple[int, ...]]
 class PrefixSettler(IdleWorker):
     task_name = "settle-behind-prefix"
 
-    def __init__(self, chunk_cache: ChunkCache, busy: Callable[[], bool], capacity: int) -> None:
+    def __init__(
+        self, chunk_cache: ChunkCache, busy: Callable[[], bool], capacity: int = QUEUE_CHUNKS
+    ) -> None:
         """``busy``: whether requests are being served now (the task waits until not);
         ``capacity``: chunks waiting at most (one more is dropped and counted)."""
         super().__init__(busy)
