@@ -32,6 +32,10 @@ full prefill on both the 0.5B and the 1.5B model, held-out items (docs/benchmark
 documents"); V deviation at 0.3 lost 0.115 on the 1.5B."""
 
 
+TOOLS_RATIO = 0.15
+"""The tool catalog's recipe: see docs/benchmarks.md, "Tool catalogs"."""
+
+
 class BlendServerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGBLEND_", extra="ignore")
 
@@ -88,6 +92,17 @@ class BlendServerSettings(BaseSettings):
         "precomputed behind its neighbours (`chunk_context=neighbours`).",
     )
     blend_in_context_metric: Metric = Field(
+        "probe", description="Default selection metric of those requests (see `blend_metric`)."
+    )
+    blend_tools_ratio: float = Field(
+        TOOLS_RATIO,
+        ge=0,
+        le=1,
+        description="Default share recomputed when a chat request's only chunk is its tool "
+        "catalog (the tools the chat template writes after the system prompt), reused from a "
+        "request with another system prompt.",
+    )
+    blend_tools_metric: Metric = Field(
         "probe", description="Default selection metric of those requests (see `blend_metric`)."
     )
     blend_segment: bool = Field(
@@ -162,9 +177,15 @@ class BlendServerSettings(BaseSettings):
     def blend_recipe(self, in_context: bool) -> Recipe:
         """The server's recipe for a request whose chunks all stand in neighbour contexts
         (``in_context``), or not; ``Recipe.choose`` lays a request's own options over it."""
-        ratio, metric = self.blend_recompute_ratio, self.blend_metric
         if in_context:
-            ratio, metric = self.blend_in_context_ratio, self.blend_in_context_metric
+            return self._recipe(self.blend_in_context_ratio, self.blend_in_context_metric)
+        return self._recipe(self.blend_recompute_ratio, self.blend_metric)
+
+    def tool_block_recipe(self) -> Recipe:
+        """The server's recipe for a request whose only chunk is its tool catalog."""
+        return self._recipe(self.blend_tools_ratio, self.blend_tools_metric)
+
+    def _recipe(self, ratio: float, metric: Metric) -> Recipe:
         return Recipe(
             self.blend_mode,
             ratio,

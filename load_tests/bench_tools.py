@@ -1,26 +1,29 @@
 """TTFT of chat requests that carry dozens of tools, as chat front ends send with every message.
 
     python -m load_tests.bench_tools [--model qwen2.5-coder-0.5b-instruct] [--tools 40]
-        [--trials 5]
+        [--shape agent|front-end] [--trials 5]
 
 One `ragblend serve` (vLLM's prefix cache on, the default). Each trial has its own catalog
-of ``--tools`` function tools (several typed parameters each, as agent frameworks declare
-them), sent with every request of the trial. Each request asks for one token without
-streaming, so its latency is its time to first token as the client sees it. Per trial, in
-this order:
+(``agent``: ``--tools`` typed function tools; ``front-end``: Open WebUI's shape, 28 built-in
+tools behind a system prompt naming the user and the date), sent with every request of the
+trial. Each request asks for one token without streaming, so its latency is its time to first
+token as the client sees it. Per trial, in this order:
 
 1. ``no tools``: the question alone (the baseline);
-2. ``tools, new session``: the tools behind a system message no earlier request had, so no
-   cached prefix holds them: the whole tool block is prefilled;
-3. ``tools, next turn``: the same system message and tools, another question: what a front end
-   sends next, the tool block a prefix-cache hit;
-4. ``required, first``: as 3 with ``tool_choice: "required"``, decoding constrained to a call
-   of one of the tools (structured outputs: a grammar over every tool's schema, first built
-   for this catalog here);
-5. ``required, next turn``: the same again with another question.
+2. ``catalog first seen``: the trial's catalog behind a new system prompt, computed by one
+   prefill (which keeps the catalog's KV);
+3. ``new session, blended`` and ``new session, full prefill`` (their order alternates per
+   trial): each behind a system prompt no request had, so vLLM's prefix cache holds nothing of
+   the catalog; the first reuses the catalog's KV from the chunk store, the second asks for a
+   full prefill (``blend.mode: full``) of the same kind of prompt;
+4. ``next turn``: the blended session's next question, the catalog in vLLM's prefix cache;
+5. ``required, new session``: as the blended one with ``tool_choice: "required"`` (decoding
+   constrained to a call of one of the tools);
+6. ``required, next turn``: the same session's next question.
 
-Each reply's prompt and cached tokens (``usage``) are kept beside its time. Prints medians and
-writes a JSON file.
+Each reply's prompt and cached tokens (``usage``) and where the catalog's KV came from
+(``blend.tool_block.source``) are kept beside its time. Prints medians, the full prefill's
+median over the blended one's, and writes a JSON file.
 """
 
 from __future__ import annotations
@@ -39,72 +42,70 @@ import httpx
 from load_tests.replica_launcher import add_model_arguments, bench_environment, running_replicas
 from load_tests.report import format_grid, output_path, scratch, write_json
 from load_tests.stats import ttft_trials
+from load_tests.tool_catalogs import front_end_catalog, front_end_system, tool_catalog
 
 API_KEY = "bench-key"
 WAYS = (
     "no tools",
-    "tools, new session",
-    "tools, next turn",
-    "required, first",
+    "catalog first seen",
+    "new session, blended",
+    "new session, full prefill",
+    "next turn",
+    "required, new session",
     "required, next turn",
 )
-_VERBS = ("get", "search", "create", "update", "delete", "list", "send", "schedule")
-_OBJECTS = ("weather", "flight", "invoice", "ticket", "calendar_event", "contact", "order",
-            "repository", "document", "reminder", "payment", "shipment")  # fmt: skip
-
-
-def tool_catalog(count: int, catalog: int = 0) -> list[dict[str, Any]]:
-    """``count`` distinct function tools with typed, described parameters; each ``catalog``
-    number words the descriptions differently."""
-    tools = []
-    for index in range(count):
-        verb, thing = _VERBS[index % len(_VERBS)], _OBJECTS[index // len(_VERBS) % len(_OBJECTS)]
-        name = f"{verb}_{thing}" + (f"_{index}" if index >= len(_VERBS) * len(_OBJECTS) else "")
-        parameters = {
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "description": f"Identifier of the {thing}."},
-                "query": {"type": "string", "description": "Free text to match."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-                "sort": {"type": "string", "enum": ["newest", "oldest", "relevance"]},
-                "include_archived": {"type": "boolean"},
-            },
-            "required": ["query"] if verb in ("search", "list") else ["id"],
-        }
-        description = f"{verb.capitalize()} a {thing.replace('_', ' ')} in workspace {catalog}."
-        tools.append({"type": "function", "function": {
-            "name": name, "description": description, "parameters": parameters}})  # fmt: skip
-    return tools
+_USERS = ("Ada", "Grace", "Linus", "Barbara", "Ken", "Margaret")
 
 
 def ask(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
-    """One token for ``body``: the seconds it took and the prompt and cached tokens it used."""
+    """One token for ``body``: the seconds it took, the prompt and cached tokens it used and
+    where the catalog's KV came from."""
     started = time.perf_counter()
     reply = client.post("/v1/chat/completions", json={**body, "max_tokens": 1, "temperature": 0})
     seconds = time.perf_counter() - started
     if reply.status_code != 200:
         raise RuntimeError(f"{reply.status_code} {reply.text}")
-    usage = reply.json()["usage"]
+    answer = reply.json()
+    usage = answer["usage"]
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
-    return {"seconds": seconds, "prompt_tokens": usage["prompt_tokens"], "cached_tokens": cached}
+    catalog = (answer.get("blend") or {}).get("tool_block") or {}
+    return {"seconds": seconds, "prompt_tokens": usage["prompt_tokens"], "cached_tokens": cached,
+            "catalog": catalog.get("source")}  # fmt: skip
 
 
-def run_trial(client: httpx.Client, tool_count: int, trial: int) -> dict[str, Any]:
-    tools = tool_catalog(tool_count, catalog=trial)
-    system = {"role": "system", "content": f"Session {uuid.uuid4()}. You help with a workspace."}
+def run_trial(client: httpx.Client, args: argparse.Namespace, trial: int) -> dict[str, Any]:
+    front_end = args.shape == "front-end"
+    tools = front_end_catalog(trial) if front_end else tool_catalog(args.tools, catalog=trial)
+
+    def system() -> dict[str, str]:
+        session = uuid.uuid4().hex[:8]
+        if front_end:
+            user = f"{_USERS[trial % len(_USERS)]} ({session})"
+            return {"role": "system", "content": front_end_system(user, f"2026-12-{trial + 1:02}")}
+        return {"role": "system", "content": f"Session {session}. You help with a workspace."}
 
     def question(turn: int) -> dict[str, str]:
         return {"role": "user", "content": f"Trial {trial}, turn {turn}: find my latest invoice."}
 
-    with_tools = {"model": "bench", "tools": tools}
-    required = {**with_tools, "tool_choice": "required"}
-    return {
-        "no tools": ask(client, {"model": "bench", "messages": [system, question(0)]}),
-        "tools, new session": ask(client, {**with_tools, "messages": [system, question(1)]}),
-        "tools, next turn": ask(client, {**with_tools, "messages": [system, question(2)]}),
-        "required, first": ask(client, {**required, "messages": [system, question(3)]}),
-        "required, next turn": ask(client, {**required, "messages": [system, question(4)]}),
-    }
+    def session(system_message: dict[str, str], turn: int, **extra: Any) -> dict[str, Any]:
+        return {"model": "bench", "tools": tools, "messages": [system_message, question(turn)],
+                **extra}  # fmt: skip
+
+    results = {"no tools": ask(client, {"model": "bench", "messages": [system(), question(0)]})}
+    results["catalog first seen"] = ask(client, session(system(), 1))
+    blended, full = system(), system()
+    order = ["blended", "full"] if trial % 2 == 0 else ["full", "blended"]
+    for way in order:
+        if way == "blended":
+            results["new session, blended"] = ask(client, session(blended, 2))
+        else:
+            full_body = session(full, 2, blend={"mode": "full"})
+            results["new session, full prefill"] = ask(client, full_body)
+    results["next turn"] = ask(client, session(blended, 3))
+    required = system()
+    results["required, new session"] = ask(client, session(required, 4, tool_choice="required"))
+    results["required, next turn"] = ask(client, session(required, 5, tool_choice="required"))
+    return results
 
 
 def summary(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -115,14 +116,26 @@ def summary(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "way": way, **ttft_trials([result["seconds"] for result in results]),
             "prompt_tokens": statistics.median(result["prompt_tokens"] for result in results),
             "cached_tokens": statistics.median(result["cached_tokens"] for result in results),
+            "catalog": sorted({str(result.get("catalog")) for result in results}),
         })  # fmt: skip
     return rows
+
+
+def blend_speedup(trials: list[dict[str, Any]]) -> float:
+    """The median over trials of the full prefill's TTFT over the blended one's (a new session
+    with a known catalog), each pair measured back to back."""
+    ratios = [
+        trial["new session, full prefill"]["seconds"] / trial["new session, blended"]["seconds"]
+        for trial in trials
+    ]
+    return round(statistics.median(ratios), 2)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_model_arguments(parser)
-    parser.add_argument("--tools", type=int, default=40)
+    parser.add_argument("--tools", type=int, default=40, help="with --shape agent")
+    parser.add_argument("--shape", choices=["agent", "front-end"], default="agent")
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--out", default=scratch("tools_ttft"), help="<out>.json")
     return parser
@@ -138,19 +151,21 @@ def main() -> int:
             base_url=replica.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=900
         ) as client,
     ):
-        run_trial(client, args.tools, trial=-1)  # warm-up: first-request costs are not the tools'
+        run_trial(client, args, trial=99)  # warm-up: first-request costs are not the tools'
         trials = []
         for trial in range(args.trials):
-            trials.append(run_trial(client, args.tools, trial))
+            trials.append(run_trial(client, args, trial))
             print(f"  trial {trial}: {trials[-1]}", file=sys.stderr)
     rows = summary(trials)
-    header = ("request", "median TTFT s", "fastest s", "prompt tokens", "cached tokens")
+    header = ("request", "median TTFT s", "fastest s", "prompt tokens", "cached tokens", "catalog")
     print(format_grid(header, [
         (row["way"], str(row["median_ttft_s"]), str(row["fastest_ttft_s"]),
-         str(row["prompt_tokens"]), str(row["cached_tokens"]))
+         str(row["prompt_tokens"]), str(row["cached_tokens"]), "/".join(row["catalog"]))
         for row in rows
     ]))  # fmt: skip
-    document = {"settings": vars(args), "rows": rows, "trials": trials}
+    speedup = blend_speedup(trials)
+    print(f"new session: full prefill / blended, median of per-trial ratios: {speedup}x")
+    document = {"settings": vars(args), "rows": rows, "speedup": speedup, "trials": trials}
     write_json(output_path(Path(args.out), ".json"), document)
     return 0
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.rag.chunked_prompt import CHUNK_SEPARATOR
-from load_tests.bench_tools import tool_catalog
 from load_tests.eval.prompts import MultiChunkItem
 from load_tests.eval.qa_prompt import question_text
+from load_tests.tool_catalogs import tool_catalog
 
 CHAT = "/v1/chat/completions"
 PHASES = (

@@ -58,6 +58,8 @@ class Placement:
     captures: list[Capture] = field(default_factory=list)
     keys: list[ChunkKey] = field(default_factory=list)
     """Every placed chunk's key, hit or captured, in prompt order."""
+    hit_positions: list[int] = field(default_factory=list)
+    """Positions (in ``keys``) of the hits."""
     rejected: int = 0
     corrupt: set[ChunkKey] = field(default_factory=set)
     """Hits whose stream failed verification while the blend read it (filled with zeros)."""
@@ -121,9 +123,12 @@ class ChunkPlacer:
             if stream is not None and not loadable:  # loadable here, not on another rank
                 stream.close()
         loading = iter(read_ahead([s for s, ok in zip(streams, everywhere, strict=True) if ok]))
-        for span, key, loadable in zip(spans, placement.keys, everywhere, strict=True):
+        for position, (span, key, loadable) in enumerate(
+            zip(spans, placement.keys, everywhere, strict=True)
+        ):
             chunk_tokens = job.token_ids[span.start : span.end]
             if loadable:
+                placement.hit_positions.append(position)
                 expected = self.expectation(chunk_tokens)
                 layers = cached_layers(next(loading), key, expected, placement)
                 placement.hits.append(

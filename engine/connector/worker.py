@@ -155,6 +155,7 @@ class BlendWorker:
             chunk_keys=tuple(placement.keys),
             evicted_keys=tuple(self.store.take_lost_keys()),
             stored_in_context=placement.stored_in_context(job, list(self.settings.chunk_prefix)),
+            hit_positions=tuple(placement.hit_positions),
             store=self.store.stats(),
         )
 

@@ -30,6 +30,8 @@ class BlendStats:
     """Positions (in ``chunk_keys``) of missed chunks stored as this request computed them,
     behind its own context rather than the fixed chunk prefix (a first sighting's): the front
     end recomputes them behind the prefix once the engine is idle (`gateway/rag/settle.py`)."""
+    hit_positions: tuple[int, ...] = ()
+    """Positions (in ``chunk_keys``) of the chunks reused from the store."""
     store: dict[str, int] = field(default_factory=dict)
     """The chunk store's counters and sizes when the request ran (``ChunkKVStore.stats()``)."""
 
@@ -39,14 +41,15 @@ class BlendStats:
     def summary(self) -> dict[str, Any]:
         """What a client sees in a response's ``blend`` object: everything but the keys."""
         body = asdict(self)
-        del body["chunk_keys"], body["evicted_keys"], body["store"], body["stored_in_context"]
+        for name in ("chunk_keys", "evicted_keys", "store", "stored_in_context", "hit_positions"):
+            del body[name]
         return body
 
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> BlendStats:
         names = {field.name for field in fields(cls)}
         kept = {key: value for key, value in body.items() if key in names}
-        for name in ("chunk_keys", "evicted_keys", "stored_in_context"):
+        for name in ("chunk_keys", "evicted_keys", "stored_in_context", "hit_positions"):
             kept[name] = tuple(kept.get(name, ()))
         return cls(**kept)
 

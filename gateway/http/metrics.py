@@ -70,6 +70,13 @@ LEARNT_CONTEXT_WORK = Counter(
     ["outcome"],
 )
 
+TOOL_BLOCKS = Counter(
+    "ragblend_tool_blocks_total",
+    "Chat requests' tool catalogs placed as chunks, by where their KV came from: "
+    "`prefix_cache` (vLLM's, the same prompt head as before), `chunk_store` (reused behind "
+    "another head) or `computed`.",
+    ["source"],
+)
 SETTLED_CHUNKS = Counter(
     "ragblend_settled_chunks_total",
     "Chunks a first sighting stored in its own context, recomputed behind the fixed prefix in "
@@ -91,6 +98,8 @@ def record_blend(summary: dict[str, Any]) -> None:
     BLEND_CHUNKS.labels("rejected").inc(summary["rejected_chunks"])
     if summary["fell_back"]:
         BLEND_FALLBACKS.inc()
+    if "tool_block" in summary:
+        TOOL_BLOCKS.labels(summary["tool_block"]["source"]).inc()
 
 
 KNOWN_ROUTES = frozenset(

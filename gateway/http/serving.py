@@ -92,6 +92,8 @@ class PreparedRequest:
     """What the plan's chunks' KV was computed in."""
     after_blend: Callable[[BlendStats | None], object] | None = None
     """Called with the worker's blend statistics when the request ends (learning on the spot)."""
+    tool_span: int | None = None
+    """Which of the plan's spans is the chat template's tool catalog."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ def start_generation(
         plan,
         kv_salt=tenant.kv_salt,
         context=prepared.context,
+        tool_span=prepared.tool_span,
         started=prepared.arrived,
     )
     route = metrics.route_label(request.url.path)

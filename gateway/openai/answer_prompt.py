@@ -12,8 +12,12 @@ from gateway.openai.protocol import ChatMessage
 from gateway.openai.response_request import ResponsesTurn
 from gateway.openai.search import FoundChunk
 from gateway.rag.blending import blend_plan
-from gateway.rag.chunked_prompt import ChunkContext, chat_with_chunks, stored_chunks
-from gateway.rag.prompts import chat_prompt
+from gateway.rag.chunked_prompt import (
+    ChunkContext,
+    chat_with_chunks,
+    chat_with_tools,
+    stored_chunks,
+)
 from gateway.state import AppState
 
 
@@ -25,6 +29,8 @@ class AnswerPrompt:
     """The chunks in the prompt, best first; None without ``file_search``."""
     context: ChunkContext = "cold"
     """What the chunks' KV was computed in."""
+    tool_span: int | None = None
+    """Which of the plan's spans is the tool catalog."""
 
 
 def conversation(turn: ResponsesTurn, history: list[dict[str, Any]]) -> list[ChatMessage]:
@@ -40,12 +46,16 @@ def answer_prompt(
     room: int,
     tools: list[dict[str, Any]] | None = None,
 ) -> AnswerPrompt:
-    """The prompt (``tools`` offered) with as many of the best chunks as leave ``room`` tokens
-    to answer in."""
+    """The prompt (``tools`` offered, their catalog a chunk) with as many of the best chunks as
+    leave ``room`` tokens to answer in."""
     tokenizer, engine = state.tokenizer, state.engine
     assert engine is not None
     if not found:
-        return AnswerPrompt(chat_prompt(messages, tokenizer, tools), None, found)
+        with_tools = chat_with_tools(messages, tokenizer, tools)
+        if not with_tools.spans or not engine.blending:
+            return AnswerPrompt(with_tools.token_ids, None, found)
+        plan = blend_plan(with_tools, None, state.settings, True, "tools")
+        return AnswerPrompt(with_tools.token_ids, plan, found, "tools", with_tools.tool_span)
     limit = engine.max_model_len - room
     placed = list(found)
     while True:
@@ -56,7 +66,7 @@ def answer_prompt(
         placed.pop()
     context: ChunkContext = "library" if state.neighbour_contexts else "cold"
     plan = blend_plan(prompt, None, state.settings, engine.blending, context)
-    return AnswerPrompt(prompt.token_ids, plan, placed, context)
+    return AnswerPrompt(prompt.token_ids, plan, placed, context, prompt.tool_span)
 
 
 def answer_room(turn: ResponsesTurn, state: AppState) -> int:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from engine.contract import BlendPlan, BlendStats
 from gateway.openai.protocol import BlendOptions
 from gateway.rag.chunked_prompt import ChunkContext, ChunkedPrompt
 from gateway.settings import Settings
+
+ToolBlockSource = Literal["prefix_cache", "chunk_store", "computed"]
 
 
 def blend_plan(
@@ -21,7 +23,9 @@ def blend_plan(
     prefix (``cold``), or behind text like what stands before them here (``library``
     neighbours, ``learnt`` companions), which takes the in-context recipe, or exactly as a
     prefill of this prompt computes it (``exact``), which is reused with nothing recomputed
-    unless the request chooses a recipe; the request's options over it, resolved whole here.
+    unless the request chooses a recipe, or a tool catalog alone (``tools``, behind another
+    system prompt), which takes its own recipe; the request's options over it, resolved whole
+    here.
     Without ``blending`` (the engine cannot blend this model) every request is a full
     prefill."""
     options = options or BlendOptions()
@@ -29,7 +33,10 @@ def blend_plan(
     mode = options.mode or (None if chosen or context != "exact" else "reuse")
     if not blending:
         mode = "full"
-    recipe = settings.blend_recipe(context != "cold").choose(
+    server = settings.blend_recipe(context != "cold")
+    if context == "tools":
+        server = settings.tool_block_recipe()
+    recipe = server.choose(
         mode=mode, recompute_ratio=options.recompute_ratio, metric=options.metric
     )
     return BlendPlan(recipe, prompt.spans)
@@ -41,13 +48,35 @@ def blend_summary(
     prompt_tokens: int,
     cached_tokens: int,
     context: ChunkContext = "cold",
+    tool_span: int | None = None,
 ) -> dict[str, Any]:
-    """What the response reports, with the ``context`` the chunks' KV was computed in. Without
-    worker statistics no chunk was blended: vLLM's prefix cache served the whole chunk region,
-    or the request was a full prefill."""
+    """What the response reports, with the ``context`` the chunks' KV was computed in, and
+    where the tool catalog's KV came from when ``tool_span`` (its span in the plan) is given.
+    Without worker statistics no chunk was blended: vLLM's prefix cache served the whole chunk
+    region, or the request was a full prefill."""
+    worker = stats
     if stats is None:
         stats = BlendStats.without_blend(plan.recipe.mode, prompt_tokens, cached_tokens)
     summary = {**stats.summary(), "context": context}
     if plan.recipe.mode == "blend":
         summary["metric"] = plan.recipe.metric
+    if tool_span is not None:
+        span = plan.spans[tool_span]
+        summary["tool_block"] = {
+            "tokens": span.end - span.start,
+            "source": _tool_block_source(span.end, tool_span, worker, cached_tokens),
+        }
     return summary
+
+
+def _tool_block_source(
+    end: int, position: int, stats: BlendStats | None, cached_tokens: int
+) -> ToolBlockSource:
+    """``prefix_cache`` (vLLM's, the same prompt head as before), ``chunk_store`` (reused
+    behind this prompt's own head), or ``computed``."""
+    prefix_cached = cached_tokens if stats is None else stats.prefix_cached_tokens
+    if prefix_cached >= end:
+        return "prefix_cache"
+    if stats is not None and not stats.fell_back and position in stats.hit_positions:
+        return "chunk_store"
+    return "computed"

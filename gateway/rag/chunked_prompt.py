@@ -17,10 +17,11 @@ from gateway.http.errors import APIError
 from gateway.openai.protocol import ChatMessage
 from gateway.openai.tool_prompt import render_chat
 from gateway.rag.context_passages import CONTEXT_PASSAGES
+from gateway.rag.tool_block import find_block, tool_block
 
 CHUNK_SEPARATOR = "\n\n"
 PrefixKind = Literal["plain", "chat", "passages"]
-ChunkContext = Literal["cold", "library", "learnt", "exact"]
+ChunkContext = Literal["cold", "library", "learnt", "exact", "tools"]
 _SENTINEL = "\u2063ragblend-documents\u2063"
 
 
@@ -28,6 +29,14 @@ _SENTINEL = "\u2063ragblend-documents\u2063"
 class ChunkedPrompt:
     token_ids: list[int]
     spans: tuple[ChunkSpan, ...]
+    tool_span: int | None = None
+    """Which of ``spans`` holds the chat template's tool catalog (``gateway.rag.tool_block``);
+    the others are the request's chunks (documents, retrieved or pasted passages)."""
+
+    @property
+    def chunk_spans(self) -> tuple[ChunkSpan, ...]:
+        """The spans of the request's chunks, the tool catalog left out."""
+        return tuple(span for n, span in enumerate(self.spans) if n != self.tool_span)
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,8 @@ class Chunks:
     """What the chunks' stored KV was computed behind: the fixed prefix (``cold``), library
     neighbours (``library``), the chunks before each one here (``learnt``), which take the
     in-context blend recipe, or this prompt's own head and the chunks before each one
-    (``exact``: what a prefill computes, reused with nothing recomputed)."""
+    (``exact``: what a prefill computes, reused with nothing recomputed); ``tools`` for a
+    prompt whose only chunk is its tool catalog (computed behind another system prompt)."""
 
 
 def completion_head(tokenizer: Any) -> list[int]:
@@ -90,19 +100,58 @@ def stored_chunks(token_ids: list[list[int]], tokenizer: Any) -> Chunks:
     return Chunks(token_ids, tuple(chunk_separator(tokenizer)))
 
 
-def _place(head: list[int], chunks: Chunks, tail: list[int]) -> ChunkedPrompt:
-    ids, spans = list(head), []
+def split_text(
+    text: str, pieces: list[tuple[int, int]], tokenizer: Any, head: list[int]
+) -> tuple[list[int], list[ChunkSpan | None]]:
+    """``head``, then ``text`` tokenized piece by piece, each of ``pieces`` (character ranges,
+    in order, apart) alone; each piece's span, None for one at the prompt's first token (left in
+    the text after it: a chunk there would replace the attention sink)."""
+    ids, spans, cursor = list(head), [], 0
+    for start, end in pieces:
+        before = tokenizer.encode(text[cursor:start], add_special_tokens=False)
+        if not ids and not before:
+            spans.append(None)
+            continue
+        ids += before
+        piece = tokenizer.encode(text[start:end], add_special_tokens=False)
+        spans.append(ChunkSpan(len(ids), len(ids) + len(piece)))
+        ids += piece
+        cursor = end
+    ids += tokenizer.encode(text[cursor:], add_special_tokens=False)
+    return ids, spans
+
+
+def with_tool_block(
+    text: str, tools: list[dict[str, Any]] | None, tokenizer: Any, head: list[int] | None = None
+) -> ChunkedPrompt:
+    """A rendered chat prompt (after ``head``) with its tool catalog as the one span, if the
+    template wrote one."""
+    found = find_block(text, tool_block(tokenizer, tools))
+    ids, spans = split_text(text, [] if found is None else [found], tokenizer, head or [])
+    placed = tuple(span for span in spans if span is not None)
+    return ChunkedPrompt(ids, placed, 0 if placed else None)
+
+
+def chat_with_tools(
+    messages: list[ChatMessage], tokenizer: Any, tools: list[dict[str, Any]] | None
+) -> ChunkedPrompt:
+    """The chat template over ``messages`` with ``tools`` offered, their catalog a span."""
+    return with_tool_block(render_chat(messages, tokenizer, tools), tools, tokenizer)
+
+
+def _place(head: ChunkedPrompt, chunks: Chunks, tail: list[int]) -> ChunkedPrompt:
+    ids, spans = list(head.token_ids), list(head.spans)
     for chunk in chunks.token_ids:
         spans.append(ChunkSpan(len(ids), len(ids) + len(chunk)))
         ids += chunk
         ids += chunks.separator
-    return ChunkedPrompt(ids + tail, tuple(spans))
+    return ChunkedPrompt(ids + tail, tuple(spans), head.tool_span)
 
 
 def completion_with_chunks(prompt: str, chunks: Chunks, tokenizer: Any) -> ChunkedPrompt:
     """[prefix][chunk 1]...[chunk k][prompt]."""
     tail = tokenizer.encode(prompt, add_special_tokens=False)
-    return _place(completion_head(tokenizer), chunks, tail)
+    return _place(ChunkedPrompt(completion_head(tokenizer), ()), chunks, tail)
 
 
 def chat_with_chunks(
@@ -111,17 +160,15 @@ def chat_with_chunks(
     tokenizer: Any,
     tools: list[dict[str, Any]] | None = None,
 ) -> ChunkedPrompt:
-    """The chat template (with ``tools`` offered), the chunks right before the last user
-    message's content."""
+    """The chat template (with ``tools`` offered, their catalog a span of its own), the chunks
+    right before the last user message's content."""
     _check_user_message(messages)
     text = render_chat(messages, tokenizer, tools, before_last_user=_SENTINEL)
     head, sentinel, tail = text.partition(_SENTINEL)
     if not sentinel:
         raise APIError(400, "The chat template dropped the user message.", param="messages")
-    encode = tokenizer.encode
-    return _place(
-        encode(head, add_special_tokens=False), chunks, encode(tail, add_special_tokens=False)
-    )
+    tail_ids = tokenizer.encode(tail, add_special_tokens=False)
+    return _place(with_tool_block(head, tools, tokenizer), chunks, tail_ids)
 
 
 def _check_user_message(messages: list[ChatMessage]) -> None:

@@ -66,6 +66,8 @@ class Generation:
     its own, `BlendPlan.kv_salt`); empty: shared."""
     context: ChunkContext = "cold"
     """What the plan's chunks' KV was computed in (reported in the blend summary)."""
+    tool_span: int | None = None
+    """Which of the plan's spans is the chat template's tool catalog."""
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
@@ -85,7 +87,7 @@ class Generation:
             return None
         usage = self.usage
         stats, prompt_tokens, cached = self.blend_stats, usage.prompt_tokens, usage.cached_tokens
-        return blend_summary(self.plan, stats, prompt_tokens, cached, self.context)
+        return blend_summary(self.plan, stats, prompt_tokens, cached, self.context, self.tool_span)
 
     @property
     def time_to_first_token(self) -> float | None:

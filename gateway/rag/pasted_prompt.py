@@ -17,14 +17,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from engine.contract import BlendPlan, ChunkSpan
+from engine.contract import BlendPlan
 from gateway.http import metrics
 from gateway.http.errors import APIError
 from gateway.openai.protocol import BlendOptions, ChatMessage, SamplingFields
 from gateway.openai.tool_prompt import render_chat
 from gateway.rag.blending import blend_plan
-from gateway.rag.chunked_prompt import ChunkContext, ChunkedPrompt
+from gateway.rag.chunked_prompt import ChunkContext, ChunkedPrompt, split_text
 from gateway.rag.passage_index import FoundPassage, KnownPassages
+from gateway.rag.tool_block import find_block, tool_block
 from gateway.settings import Settings
 from gateway.state import AppState
 from retriever import Library, LibraryUnavailable, Tenant
@@ -46,16 +47,20 @@ class PastedPrompt:
         blending: bool,
         neighbour_contexts: bool,
     ) -> BlendPlan:
-        """The blend plan; a full prefill when no passage became a chunk. Library chunks'
-        recipe applies when every chunk is one precomputed behind its neighbours."""
-        if not self.passages:
+        """The blend plan; a full prefill when nothing became a chunk. Library chunks' recipe
+        applies when every chunk is one precomputed behind its neighbours, the tool catalog's
+        when it is the only chunk."""
+        if not self.prompt.spans:
             options = (options or BlendOptions()).model_copy(update={"mode": "full"})
         return blend_plan(
             self.prompt, options, settings, blending, self.context(neighbour_contexts)
         )
 
     def context(self, neighbour_contexts: bool) -> ChunkContext:
-        """``library`` when every chunk is a library chunk precomputed behind its neighbours."""
+        """``library`` when every chunk is a library chunk precomputed behind its neighbours,
+        ``tools`` when the tool catalog is the only chunk."""
+        if not self.passages and self.prompt.tool_span is not None:
+            return "tools"
         library = all(passage.origin == "library" for passage in self.passages)
         return "library" if self.passages and neighbour_contexts and library else "cold"
 
@@ -76,23 +81,31 @@ def segmenting(fields: SamplingFields, settings: Settings, one_text: bool) -> bo
 
 
 def split_prompt(
-    text: str, passages: list[FoundPassage], tokenizer: Any, head: list[int]
+    text: str,
+    passages: list[FoundPassage],
+    tokenizer: Any,
+    head: list[int],
+    tool_block: tuple[int, int] | None = None,
 ) -> tuple[ChunkedPrompt, tuple[FoundPassage, ...]]:
-    """``head``, then ``text`` tokenized piece by piece with each passage a chunk span; the
-    passages that became chunks."""
-    ids, spans, placed, cursor = list(head), [], [], 0
-    for passage in passages:
-        before = tokenizer.encode(text[cursor : passage.start], add_special_tokens=False)
-        if not ids and not before:
-            continue  # at the first token: left in the text after it
-        ids += before
-        chunk = tokenizer.encode(text[passage.start : passage.end], add_special_tokens=False)
-        spans.append(ChunkSpan(len(ids), len(ids) + len(chunk)))
-        ids += chunk
-        placed.append(passage)
-        cursor = passage.end
-    ids += tokenizer.encode(text[cursor:], add_special_tokens=False)
-    return ChunkedPrompt(ids, tuple(spans)), tuple(placed)
+    """``head``, then ``text`` tokenized piece by piece with each passage a chunk span (and the
+    ``tool_block`` range, where passages overlapping it are dropped); the passages that became
+    chunks."""
+    if tool_block is not None:
+        start, end = tool_block
+        passages = [p for p in passages if p.end <= start or p.start >= end]
+    pieces = sorted([(p.start, p.end) for p in passages] + ([tool_block] if tool_block else []))
+    ids, spans = split_text(text, pieces, tokenizer, head)
+    by_start = {passage.start: passage for passage in passages}
+    placed, kept, tool_span = [], [], None
+    for (start, _), span in zip(pieces, spans, strict=True):
+        if span is None:
+            continue
+        if tool_block is not None and start == tool_block[0]:
+            tool_span = len(kept)
+        else:
+            placed.append(by_start[start])
+        kept.append(span)
+    return ChunkedPrompt(ids, tuple(kept), tool_span), tuple(placed)
 
 
 async def pasted_chat(
@@ -101,9 +114,11 @@ async def pasted_chat(
     state: AppState,
     tenant: Tenant,
 ) -> PastedPrompt:
-    """The chat template's text with `tenant`'s known passages as chunks."""
+    """The chat template's text with `tenant`'s known passages as chunks, and its tool catalog
+    as one."""
     text = render_chat(messages, state.tokenizer, tools)
-    return await _pasted(text, [], state, tenant)
+    block = find_block(text, tool_block(state.tokenizer, tools))
+    return await _pasted(text, [], state, tenant, block)
 
 
 async def pasted_completion(prompt: str, state: AppState, tenant: Tenant) -> PastedPrompt:
@@ -112,7 +127,13 @@ async def pasted_completion(prompt: str, state: AppState, tenant: Tenant) -> Pas
     return await _pasted(prompt, state.tokenizer.encode(""), state, tenant)
 
 
-async def _pasted(text: str, head: list[int], state: AppState, tenant: Tenant) -> PastedPrompt:
+async def _pasted(
+    text: str,
+    head: list[int],
+    state: AppState,
+    tenant: Tenant,
+    block: tuple[int, int] | None = None,
+) -> PastedPrompt:
     known = state.passages
     library_chunks: set[int] | None = set()
     if state.library is not None:
@@ -120,7 +141,7 @@ async def _pasted(text: str, head: list[int], state: AppState, tenant: Tenant) -
             _project_chunks, known, state.library, tenant.project
         )
     found = await asyncio.to_thread(known.find, text, tenant.kv_salt, library_chunks)
-    prompt, placed = split_prompt(text, found, state.tokenizer, head)
+    prompt, placed = split_prompt(text, found, state.tokenizer, head, block)
     for passage in placed:
         metrics.PASTED_PASSAGES.labels(passage.origin).inc()
     return PastedPrompt(prompt, placed)

@@ -57,9 +57,9 @@ async def request_chunks(
 def learnt_chunks(chunks: Chunks, prompt: ChunkedPrompt, state: AppState, tenant: Tenant) -> Chunks:
     """``chunks``, placed in ``prompt``, as learnt when they stand where their KV was learnt in
     `tenant`'s chunk-KV salt (sightings counted, with the prompt's head before them)."""
-    if state.learnt_contexts is None or not prompt.spans:
+    if state.learnt_contexts is None or not prompt.chunk_spans:
         return chunks
-    head = prompt.token_ids[: prompt.spans[0].start]
+    head = prompt.token_ids[: prompt.chunk_spans[0].start]
     return state.learnt_contexts.classify(chunks, tenant.kv_salt, head)
 
 
@@ -68,13 +68,17 @@ def learning_plan(
 ) -> tuple[BlendPlan, Callable[[BlendStats | None], object] | None]:
     """With learning on, a cold request's plan stores the chunks it misses as computed in place
     (those before any reused chunk); what records the set as learnt if it missed them all.
-    Otherwise what settles behind the fixed prefix the chunks the worker stored in place."""
+    Otherwise what settles behind the fixed prefix the chunks the worker stored in place (the
+    tool catalog keeps the KV of the context it was first seen in)."""
     learnt = state.learnt_contexts
     if learnt is None or chunks.context != "cold" or len(chunks.token_ids) < 2:
         settler = state.settler
         if settler is None:
             return plan, None
-        return plan, partial(settler.after_blend, chunks.token_ids, tenant.kv_salt)
-    head = prompt.token_ids[: prompt.spans[0].start]
+        by_span = list(chunks.token_ids)
+        if prompt.tool_span is not None:
+            by_span.insert(prompt.tool_span, [])
+        return plan, partial(settler.after_blend, by_span, tenant.kv_salt)
+    head = prompt.token_ids[: prompt.chunk_spans[0].start]
     arrangement = Arrangement.of(chunks.token_ids, chunks.separator, tenant.kv_salt, head)
     return replace(plan, store_behind_context=True), partial(learnt.record_learnt, arrangement)

@@ -47,12 +47,13 @@ class PrefixSettler(IdleWorker):
     def after_blend(
         self, chunks: Sequence[Sequence[int]], salt: str, stats: BlendStats | None
     ) -> None:
-        """A request ended (event loop): queue those of its ``chunks`` (token ids in prompt
-        order) that the worker stored in the request's own context."""
+        """A request ended (event loop): queue those of its ``chunks`` (token ids of each span
+        of its plan; an empty one is never settled) that the worker stored in the request's own
+        context."""
         if stats is None or stats.fell_back:
             return
         for position in stats.stored_in_context:
-            if position >= len(chunks):
+            if position >= len(chunks) or not chunks[position]:
                 continue
             chunk = (salt, tuple(chunks[position]))
             if chunk in self._pending:

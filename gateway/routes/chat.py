@@ -18,10 +18,9 @@ from gateway.openai.tool_calls import read_answer
 from gateway.openai.tool_stream import StreamPiece, ToolStream
 from gateway.openai.tools import ToolCalling, parser_name, tool_calling
 from gateway.rag.blending import blend_plan
-from gateway.rag.chunked_prompt import chat_with_chunks
+from gateway.rag.chunked_prompt import chat_with_chunks, chat_with_tools
 from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.pasted_prompt import pasted_chat, segmenting
-from gateway.rag.prompts import chat_prompt
 from gateway.rag.retrieval import learning_plan, learnt_chunks, request_chunks
 from gateway.state import CurrentState, RequestTenant, authorized, check_model, ready_state
 
@@ -44,7 +43,7 @@ async def create_chat_completion(
     engine = state.engine
     assert engine is not None
     plan, sources, pasted_passages, context = None, None, None, "cold"
-    after_blend = None
+    after_blend, tool_span = None, None
     questions = [message.text for message in body.messages if message.role == "user"]
     question = questions[-1] if questions else ""
     chunks = None if segment else await request_chunks(body, question, state, tenant)
@@ -54,13 +53,19 @@ async def create_chat_completion(
         plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
         plan, after_blend = learning_plan(chunks, chunked, plan, state, tenant)
         prompt, sources, context = chunked.token_ids, chunks.sources, chunks.context
+        tool_span = chunked.tool_span
     elif segment:
         pasted = await pasted_chat(body.messages, tools, state, tenant)
         plan = pasted.plan(body.blend, state.settings, engine.blending, state.neighbour_contexts)
         prompt, pasted_passages = pasted.prompt.token_ids, len(pasted.passages)
         context = pasted.context(state.neighbour_contexts)
+        tool_span = pasted.prompt.tool_span
     else:
-        prompt = chat_prompt(body.messages, state.tokenizer, tools)
+        with_tools = chat_with_tools(body.messages, state.tokenizer, tools)
+        prompt = with_tools.token_ids
+        if with_tools.spans and engine.blending:
+            context, tool_span = "tools", with_tools.tool_span
+            plan = blend_plan(with_tools, body.blend, state.settings, True, context)
     top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     completion_id, created = response_id("chatcmpl")
     response_format = ChatFormat(completion_id, created, body.model, calling, state.tokenizer)
@@ -76,6 +81,7 @@ async def create_chat_completion(
         pasted_passages,
         context,
         after_blend,
+        tool_span,
     )
     return await respond(request, state, prepared, response_format)
 

@@ -71,6 +71,7 @@ async def create_response(
         arrived,
         structured_outputs=guided,
         context=prompt.context,
+        tool_span=prompt.tool_span,
     )
     started = start_generation(request, state, prepared)
     keep = partial(_keep, state, tenant, turn, history)

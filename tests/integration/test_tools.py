@@ -128,7 +128,8 @@ def test_tools_with_documents_reuse_every_cached_chunk(client: OpenAI, server: S
     for _ in range(2):
         reply = _ask(client, server, tool_choice=NAMED, max_tokens=20, extra_body=extra)
     blend = reply.model_extra["blend"]
-    assert blend["chunks_hit"] == 2 and blend["chunks_missed"] == 0
+    assert blend["chunks_hit"] == 3 and blend["chunks_missed"] == 0  # the tool catalog's too
+    assert blend["tool_block"]["source"] == "prefix_cache"  # the same head as the first time
     _check_call("get_time", reply.choices[0].message.tool_calls[0].function.arguments)
 
 
