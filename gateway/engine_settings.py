@@ -70,6 +70,13 @@ class EngineSettings(BaseSettings):
         "(hermes for the catalog models).",
     )
 
+    tool_calls_from_text: bool = Field(
+        True,
+        description="With `tool_choice` `auto`, an answer that is nothing but a JSON call (or "
+        "array of calls), fenced or bare, naming an offered tool with arguments its schema "
+        "accepts, is read as tool calls (small models often write calls so).",
+    )
+
     @field_validator("tool_parser")
     @classmethod
     def _tool_parser_known(cls, value: str) -> str:

@@ -12,11 +12,12 @@ token as the client sees it. Per trial, in this order:
 1. ``no tools``: the question alone (the baseline);
 2. ``catalog first seen``: the trial's catalog behind a new system prompt, computed by one
    prefill (which keeps the catalog's KV);
-3. ``new session, blended`` and ``new session, full prefill`` (their order alternates per
-   trial): each behind a system prompt no request had, so vLLM's prefix cache holds nothing of
-   the catalog; the first reuses the catalog's KV from the chunk store, the second asks for a
-   full prefill (``blend.mode: full``) of the same kind of prompt;
-4. ``next turn``: the blended session's next question, the catalog in vLLM's prefix cache;
+3. ``new session, blended`` (one per ``--ratios``) and ``new session, full prefill`` (their
+   order rotates per trial): each behind a system prompt no request had, so vLLM's prefix cache
+   holds nothing of the catalog; the blended ones reuse the catalog's KV from the chunk store,
+   the last asks for a full prefill (``blend.mode: full``) of the same kind of prompt;
+4. ``next turn``: the first blended session's next question, the catalog in vLLM's prefix
+   cache;
 5. ``required, new session``: as the blended one with ``tool_choice: "required"`` (decoding
    constrained to a call of one of the tools);
 6. ``required, next turn``: the same session's next question.
@@ -45,15 +46,19 @@ from load_tests.stats import ttft_trials
 from load_tests.tool_catalogs import front_end_catalog, front_end_system, tool_catalog
 
 API_KEY = "bench-key"
-WAYS = (
-    "no tools",
-    "catalog first seen",
-    "new session, blended",
-    "new session, full prefill",
-    "next turn",
-    "required, new session",
-    "required, next turn",
-)
+FULL = "new session, full prefill"
+
+
+def blended_way(ratio: str) -> str:
+    """The row of a new session blended at ``ratio`` (``default``: the server's recipe)."""
+    return "new session, blended" if ratio == "default" else f"new session, blended at {ratio}"
+
+
+def ways(ratios: list[str]) -> list[str]:
+    return ["no tools", "catalog first seen", *map(blended_way, ratios), FULL, "next turn",
+            "required, new session", "required, next turn"]  # fmt: skip
+
+
 _USERS = ("Ada", "Grace", "Linus", "Barbara", "Ken", "Margaret")
 
 
@@ -93,24 +98,24 @@ def run_trial(client: httpx.Client, args: argparse.Namespace, trial: int) -> dic
 
     results = {"no tools": ask(client, {"model": "bench", "messages": [system(), question(0)]})}
     results["catalog first seen"] = ask(client, session(system(), 1))
-    blended, full = system(), system()
-    order = ["blended", "full"] if trial % 2 == 0 else ["full", "blended"]
-    for way in order:
-        if way == "blended":
-            results["new session, blended"] = ask(client, session(blended, 2))
+    sessions = {ratio: system() for ratio in [*args.ratios, "full"]}
+    order = list(sessions)[trial % len(sessions) :] + list(sessions)[: trial % len(sessions)]
+    for ratio in order:
+        if ratio == "full":
+            results[FULL] = ask(client, session(sessions[ratio], 2, blend={"mode": "full"}))
         else:
-            full_body = session(full, 2, blend={"mode": "full"})
-            results["new session, full prefill"] = ask(client, full_body)
-    results["next turn"] = ask(client, session(blended, 3))
+            blend = {} if ratio == "default" else {"recompute_ratio": float(ratio)}
+            results[blended_way(ratio)] = ask(client, session(sessions[ratio], 2, blend=blend))
+    results["next turn"] = ask(client, session(sessions[args.ratios[0]], 3))
     required = system()
     results["required, new session"] = ask(client, session(required, 4, tool_choice="required"))
     results["required, next turn"] = ask(client, session(required, 5, tool_choice="required"))
     return results
 
 
-def summary(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summary(trials: list[dict[str, Any]], ratios: list[str]) -> list[dict[str, Any]]:
     rows = []
-    for way in WAYS:
+    for way in ways(ratios):
         results = [trial[way] for trial in trials]
         rows.append({
             "way": way, **ttft_trials([result["seconds"] for result in results]),
@@ -121,14 +126,12 @@ def summary(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def blend_speedup(trials: list[dict[str, Any]]) -> float:
-    """The median over trials of the full prefill's TTFT over the blended one's (a new session
-    with a known catalog), each pair measured back to back."""
-    ratios = [
-        trial["new session, full prefill"]["seconds"] / trial["new session, blended"]["seconds"]
-        for trial in trials
-    ]
-    return round(statistics.median(ratios), 2)
+def blend_speedup(trials: list[dict[str, Any]], way: str = "new session, blended") -> float:
+    """The median over trials of the full prefill's TTFT over a blended one's (a new session
+    with a known catalog), each pair measured in the same trial."""
+    return round(
+        statistics.median(trial[FULL]["seconds"] / trial[way]["seconds"] for trial in trials), 2
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tools", type=int, default=40, help="with --shape agent")
     parser.add_argument("--shape", choices=["agent", "front-end"], default="agent")
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument(
+        "--ratios",
+        type=lambda text: text.split(","),
+        default=["default"],
+        help="recompute ratios of the blended new sessions, side by side (default: the server's)",
+    )
     parser.add_argument("--out", default=scratch("tools_ttft"), help="<out>.json")
     return parser
 
@@ -156,15 +165,15 @@ def main() -> int:
         for trial in range(args.trials):
             trials.append(run_trial(client, args, trial))
             print(f"  trial {trial}: {trials[-1]}", file=sys.stderr)
-    rows = summary(trials)
+    rows = summary(trials, args.ratios)
     header = ("request", "median TTFT s", "fastest s", "prompt tokens", "cached tokens", "catalog")
     print(format_grid(header, [
         (row["way"], str(row["median_ttft_s"]), str(row["fastest_ttft_s"]),
          str(row["prompt_tokens"]), str(row["cached_tokens"]), "/".join(row["catalog"]))
         for row in rows
     ]))  # fmt: skip
-    speedup = blend_speedup(trials)
-    print(f"new session: full prefill / blended, median of per-trial ratios: {speedup}x")
+    speedup = {ratio: blend_speedup(trials, blended_way(ratio)) for ratio in args.ratios}
+    print(f"new session: full prefill / blended, median of per-trial ratios: {speedup}")
     document = {"settings": vars(args), "rows": rows, "speedup": speedup, "trials": trials}
     write_json(output_path(Path(args.out), ".json"), document)
     return 0

@@ -31,10 +31,11 @@ echo "Installing ragblend[$extras] into .venv/ (first time: a few minutes)" >&2
 if [ "${1:-}" = "dev" ]; then
   # Client libraries the compatibility tests drive whose metadata caps jiter, rich, openai or
   # setuptools below the releases the gateway ships; they run on them (the tests show it). Their
-  # other requirements are in the dev extra.
+  # other requirements are in the dev extra. bfcl-eval: only the Berkeley Function Calling
+  # Leaderboard's questions and answers that it ships are read (load_tests/eval/bfcl.py).
   .venv/bin/python -m pip install --disable-pip-version-check -q --no-deps \
     instructor==1.17.0 llama-index-core==0.14.25 \
-    llama-index-llms-openai==0.8.3 llama-index-llms-openai-like==0.8.1
+    llama-index-llms-openai==0.8.3 llama-index-llms-openai-like==0.8.1 bfcl-eval==2026.3.23
 fi
 # pip drags in CUDA builds of these; they break `import transformers` on the CPU torch.
 if [ "$device" = cpu ]; then

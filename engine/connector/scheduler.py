@@ -41,9 +41,9 @@ class BlendScheduler:
             return 0
         if plan is None:
             return 0
-        claim_end = plan.claim_end(request.num_prompt_tokens)
-        if claim_end <= num_computed_tokens:
+        if not plan.claims(request.num_prompt_tokens, num_computed_tokens):
             return 0
+        claim_end = plan.claim_end(request.num_prompt_tokens)
         token_ids = list(request.prompt_token_ids or [])[:claim_end]
         job = BlendJob(request.request_id, plan, token_ids, num_computed_tokens, claim_end)
         self._claims[request.request_id] = job

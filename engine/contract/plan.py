@@ -67,6 +67,18 @@ class BlendPlan:
         end = num_prompt_tokens if self.recipe.asks_question else self.spans[-1].end
         return min(end, num_prompt_tokens - 1)
 
+    def claims(self, num_prompt_tokens: int, num_cached: int) -> bool:
+        """Whether the connector should fill the request past vLLM's prefix hit of
+        ``num_cached`` tokens. A blend that selects by the question's attention reads the
+        whole chunk region from the prompt's start, cached or not, and recomputes its ratio
+        of it; when the prefix cache lacks no more tokens than that (a session's next turn
+        after a long tool catalog or documents), vLLM computes them exactly, for less."""
+        claim_end = self.claim_end(num_prompt_tokens)
+        if claim_end <= num_cached:
+            return False
+        lacking = claim_end - num_cached
+        return not self.recipe.asks_question or lacking > self.recipe.ratio * claim_end
+
     def to_params(self) -> dict[str, Any]:
         """``kv_transfer_params`` for the engine; empty for a full prefill."""
         if self.recipe.mode == "full":

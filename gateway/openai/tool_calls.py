@@ -3,7 +3,9 @@
 ``auto`` answers go through vLLM's tool parser for the model (``ToolParserManager``, the same
 ``extract_tool_calls`` vLLM's chat server calls); the JSON that guided decoding produced for
 ``required`` (an array of ``{"name", "parameters"}``) and for a named function (its arguments)
-is read directly, as vLLM reads it. ``parallel_tool_calls: false`` keeps the first call.
+is read directly, as vLLM reads it. ``parallel_tool_calls: false`` keeps the first call. An
+``auto`` answer without a call in the model's syntax may be one written as plain JSON
+(``RAGBLEND_TOOL_CALLS_FROM_TEXT``, `gateway.openai.text_calls`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 from vllm.tool_parsers import ToolParser, ToolParserManager
 
+from gateway.openai.text_calls import calls_in_text
 from gateway.openai.tools import ToolCalling
 
 
@@ -64,6 +67,9 @@ def read_answer(calling: ToolCalling, text: str, tokenizer: Any) -> ReadAnswer:
         answer = ReadAnswer(None if calls else text or None, calls)
     else:
         answer = _parsed(model_parser(calling, tokenizer), text)
+        written = calls_in_text(text, calling.tools) if calling.from_text else []
+        if not answer.calls and written:
+            answer = ReadAnswer(None, [tool_call(name, arguments) for name, arguments in written])
     return answer if calling.parallel else ReadAnswer(answer.content, answer.calls[:1])
 
 

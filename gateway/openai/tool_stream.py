@@ -5,7 +5,9 @@ Each call opens with ``{"index", "id", "type": "function", "function": {"name", 
 go through the model's vLLM parser (``extract_tool_calls_streaming``, as vLLM's chat server
 calls it), ``required`` through vLLM's reader of the guided JSON array, and a named function's
 guided arguments are streamed as they come. When the answer ends, whatever the parser held back
-is sent: arguments the whole answer has beyond what was streamed, or a call never announced.
+is sent: arguments the whole answer has beyond what was streamed, or a call never announced. An
+``auto`` answer that opens like JSON is held back when calls written as text are read
+(`gateway.openai.text_calls`): at its end it is sent as calls, or as the content it was.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class ToolStream:
         self.announced: dict[int, tuple[str, str]] = {}
         """Each announced call's id and name."""
         self.content = ""
+        self.held = ""
+        """Content kept back while it may be a call written as plain JSON (`from_text`)."""
+        self.flowing = not calling.from_text
 
     @property
     def called(self) -> bool:
@@ -82,22 +87,41 @@ class ToolStream:
         if message is None:
             return StreamPiece()
         calls = [entry for call in message.tool_calls for entry in self._entries(call)]
-        self.content += message.content or ""
-        return StreamPiece(message.content or "", calls)
+        content = self._release(message.content or "")
+        self.content += content
+        return StreamPiece(content, calls)
+
+    def _release(self, content: str) -> str:
+        """What of ``content`` can be sent now: an answer that opens like JSON (or a fence) is
+        held until it ends, when it is read as calls or sent as the text it is."""
+        if self.flowing:
+            return content
+        self.held += content
+        opening = self.held.lstrip()
+        if not opening or opening.startswith(("```", "{", "[")) or "```".startswith(opening):
+            return ""
+        self.flowing, released, self.held = True, self.held, ""
+        return released
 
     def finish(self) -> StreamPiece:
         """What the whole answer has that was not streamed yet."""
         if self.calling.choice == "named":
             return StreamPiece()
         entries = []
-        for index, call in enumerate(read_answer(self.calling, self.text, self.tokenizer).calls):
+        calls = read_answer(self.calling, self.text, self.tokenizer).calls
+        held, self.held = self.held, ""
+        if held and (self.sent or not calls):  # not a call written as text: it was content
+            self.content += held
+        else:
+            held = ""
+        for index, call in enumerate(calls):
             function = call["function"]
             if index not in self.sent:
                 entries += self._announce(index, function["name"])
             sent, arguments = self.sent[index], function["arguments"]
             if arguments.startswith(sent) and len(arguments) > len(sent):
                 entries.append(self._arguments(index, arguments[len(sent) :]))
-        return StreamPiece(calls=entries)
+        return StreamPiece(held, entries)
 
     def _named(self) -> list[dict[str, Any]]:
         assert self.calling.function is not None

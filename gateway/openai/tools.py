@@ -51,6 +51,8 @@ class ToolCalling:
     """The vLLM tool parser's name, for ``auto``."""
     function: str | None = None
     """The function a named ``tool_choice`` forces."""
+    from_text: bool = False
+    """``auto``: also read calls written as plain JSON text (`gateway.openai.text_calls`)."""
 
     def template_tools(self) -> list[dict[str, Any]]:
         return [tool.template_dict() for tool in self.tools]
@@ -89,9 +91,11 @@ def tool_calling(
     parallel: bool,
     parser: str,
     prefixes: Sequence[str] | None = None,
+    from_text: bool = False,
 ) -> ToolCalling | None:
     """Check the tools (``prefixes`` name each tool's field in errors, by default chat's
-    ``tools.N.function``) and resolve ``tool_choice``; None when no tool is offered."""
+    ``tools.N.function``) and resolve ``tool_choice``; None when no tool is offered.
+    ``from_text``: see `ToolCalling.from_text`."""
     tools = list(tools or [])
     prefixes = list(prefixes or [f"tools.{index}.function" for index in range(len(tools))])
     check_tools(tools, prefixes)
@@ -107,7 +111,7 @@ def tool_calling(
             message = f"'tool_choice' names the function '{name}', which 'tools' lacks."
             raise APIError(400, message, param="tool_choice")
         return ToolCalling(tuple(tools), "named", parallel, parser, name)
-    return ToolCalling(tuple(tools), choice, parallel, parser)
+    return ToolCalling(tuple(tools), choice, parallel, parser, from_text=from_text)
 
 
 def check_tools(tools: Sequence[ToolSpec], prefixes: Sequence[str]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from engine.contract import BlendPlan, BlendStats
+from engine.contract import BlendPlan, BlendStats, ChunkSpan
 from gateway.openai.protocol import BlendOptions
 from gateway.rag.chunked_prompt import ChunkContext, ChunkedPrompt
 from gateway.settings import Settings
@@ -64,19 +64,21 @@ def blend_summary(
         span = plan.spans[tool_span]
         summary["tool_block"] = {
             "tokens": span.end - span.start,
-            "source": _tool_block_source(span.end, tool_span, worker, cached_tokens),
+            "source": _tool_block_source(span, tool_span, worker, cached_tokens),
         }
     return summary
 
 
 def _tool_block_source(
-    end: int, position: int, stats: BlendStats | None, cached_tokens: int
+    span: ChunkSpan, position: int, stats: BlendStats | None, cached_tokens: int
 ) -> ToolBlockSource:
-    """``prefix_cache`` (vLLM's, the same prompt head as before), ``chunk_store`` (reused
-    behind this prompt's own head), or ``computed``."""
-    prefix_cached = cached_tokens if stats is None else stats.prefix_cached_tokens
-    if prefix_cached >= end:
+    """``prefix_cache`` (vLLM's, the same prompt head as before: all of it, or all but a tail
+    that vLLM computed exactly without a blend), ``chunk_store`` (reused behind this prompt's
+    own head), or ``computed``."""
+    if stats is None:
+        return "prefix_cache" if cached_tokens > span.start else "computed"
+    if stats.prefix_cached_tokens >= span.end:
         return "prefix_cache"
-    if stats is not None and not stats.fell_back and position in stats.hit_positions:
+    if not stats.fell_back and position in stats.hit_positions:
         return "chunk_store"
     return "computed"

@@ -36,7 +36,10 @@ async def create_chat_completion(
     check_model(body.model, state)
     check_choice_count(1, body.n, state.settings.max_choices_per_request)
     parser = parser_name(state.settings.tool_parser, state.settings.model)
-    calling = tool_calling(body.tools, body.tool_choice, body.parallel_tool_calls, parser)
+    from_text = state.settings.tool_calls_from_text
+    calling = tool_calling(
+        body.tools, body.tool_choice, body.parallel_tool_calls, parser, from_text=from_text
+    )
     tools = None if calling is None else calling.template_tools()
     segment = segmenting(body, state.settings, one_text=True)
     ready_state(request)  # 503 while the model loads or once the engine stopped
@@ -136,7 +139,8 @@ class ChatFormat:
         piece = stream.feed(delta.text, delta.token_ids)
         if delta.finish_reason is None:
             return piece
-        return StreamPiece(piece.content, piece.calls + stream.finish().calls)
+        rest = stream.finish()
+        return StreamPiece(piece.content + rest.content, piece.calls + rest.calls)
 
     def usage_chunk(self, usage: Usage) -> dict[str, Any]:
         return {**self._chunk([]), "usage": usage.as_dict()}

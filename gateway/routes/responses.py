@@ -113,7 +113,12 @@ def _calling(turn: ResponsesTurn, state: AppState) -> ToolCalling | None:
     parser = parser_name(state.settings.tool_parser, state.settings.model)
     choice = function_choice(turn.tool_choice)
     return tool_calling(
-        turn.functions, choice, turn.parallel_tool_calls, parser, turn.function_params
+        turn.functions,
+        choice,
+        turn.parallel_tool_calls,
+        parser,
+        turn.function_params,
+        from_text=state.settings.tool_calls_from_text,
     )
 
 

@@ -109,3 +109,19 @@ def test_a_request_without_tools_has_no_catalog(server: Server) -> None:
     with server.client() as client:
         reply = client.post("/v1/chat/completions", json=body).json()
     assert "tool_block" not in reply.get("blend", {})
+
+
+def test_responses_reuse_the_catalog_behind_other_instructions(server: Server) -> None:
+    tools = [{"type": "function", **tool["function"]} for tool in TOOLS]
+
+    def respond(instructions: str) -> None:
+        body = {"model": server.model, "instructions": instructions, "tools": tools,
+                "input": "Find my latest invoice.", "max_output_tokens": 8}  # fmt: skip
+        with server.client() as client:
+            reply = client.post("/v1/responses", json=body)
+        assert reply.status_code == 200, reply.text
+
+    respond(_new_system())
+    stored_before = _tool_block_count(server, "chunk_store")
+    respond(_new_system())
+    assert _tool_block_count(server, "chunk_store") == stored_before + 1

@@ -76,6 +76,20 @@ def test_attention_selection_claims_the_question_but_not_the_last_token(metric: 
     assert BlendPlan(Recipe("full", 1.0, metric), SPANS).claim_end(14) == 0
 
 
+def test_a_blend_is_left_to_vllm_when_its_prefix_cache_lacks_less_than_the_blend_recomputes() -> (
+    None
+):
+    long = (ChunkSpan(10, 900), ChunkSpan(900, 1000))
+    probe = BlendPlan(Recipe("blend", 0.15, "probe"), long)
+    assert probe.claims(1100, num_cached=0)
+    assert probe.claims(1100, num_cached=896)  # 203 lacking of 1099: more than 15%
+    assert not probe.claims(1100, num_cached=1024)  # a next turn: 75 lacking
+    assert not probe.claims(1100, num_cached=1099)
+    by_deviation = BlendPlan(Recipe("blend", 0.15, "v"), long)  # reads only what is lacking
+    assert by_deviation.claims(1100, num_cached=960)
+    assert not by_deviation.claims(1100, num_cached=1000)
+
+
 _RECIPE = Recipe().to_params()
 
 

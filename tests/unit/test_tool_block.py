@@ -149,4 +149,5 @@ def test_the_summary_says_where_the_catalogs_kv_came_from() -> None:
     assert _summary(_stats((0,), fell_back=True), 0)["source"] == "computed"
     assert _summary(_stats((1,), prefix_cached=512), 600)["source"] == "prefix_cache"
     assert _summary(None, 512)["source"] == "prefix_cache"
+    assert _summary(None, 480)["source"] == "prefix_cache"  # the tail computed by vLLM
     assert _summary(None, 0)["source"] == "computed"
