@@ -72,12 +72,13 @@ class BlendPlan:
         ``num_cached`` tokens. A blend that selects by the question's attention reads the
         whole chunk region from the prompt's start, cached or not, and recomputes its ratio
         of it; when the prefix cache lacks no more tokens than that (a session's next turn
-        after a long tool catalog or documents), vLLM computes them exactly, for less."""
+        after a long tool catalog or documents), vLLM computes them exactly, for less. A
+        recipe that recomputes everything is always claimed (the blend path checked whole)."""
         claim_end = self.claim_end(num_prompt_tokens)
         if claim_end <= num_cached:
             return False
-        lacking = claim_end - num_cached
-        return not self.recipe.asks_question or lacking > self.recipe.ratio * claim_end
+        ratio, lacking = self.recipe.ratio, claim_end - num_cached
+        return not self.recipe.asks_question or ratio >= 1 or lacking > ratio * claim_end
 
     def to_params(self) -> dict[str, Any]:
         """``kv_transfer_params`` for the engine; empty for a full prefill."""

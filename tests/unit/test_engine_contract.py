@@ -85,6 +85,7 @@ def test_a_blend_is_left_to_vllm_when_its_prefix_cache_lacks_less_than_the_blend
     assert probe.claims(1100, num_cached=896)  # 203 lacking of 1099: more than 15%
     assert not probe.claims(1100, num_cached=1024)  # a next turn: 75 lacking
     assert not probe.claims(1100, num_cached=1099)
+    assert BlendPlan(Recipe("blend", 1.0, "probe"), long).claims(1100, num_cached=1024)
     by_deviation = BlendPlan(Recipe("blend", 0.15, "v"), long)  # reads only what is lacking
     assert by_deviation.claims(1100, num_cached=960)
     assert not by_deviation.claims(1100, num_cached=1000)
