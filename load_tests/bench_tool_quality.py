@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from gateway.openai.text_calls import calls_in_text
 from gateway.openai.tool_types import ToolSpec
 from load_tests.eval.bfcl import CATEGORIES, Question, calls_of, exactly_right, load
 from load_tests.eval.metrics import mean_ci95, paired_diff_ci95
-from load_tests.replica_launcher import add_model_arguments, bench_environment, running_replicas
+from load_tests.replica_launcher import add_model_arguments, bench_environment, one_server_client
 from load_tests.report import format_grid, output_path, scratch, write_json
 from load_tests.tool_catalogs import front_end_system
 
@@ -147,13 +146,7 @@ def main() -> int:
         args, RAGBLEND_API_KEYS=API_KEY, RAGBLEND_TOOL_CALLS_FROM_TEXT="false"
     )
     rows = []
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-tool-quality-") as folder,
-        running_replicas(["tools"], Path(folder), environment) as (replica,),
-        httpx.Client(
-            base_url=replica.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=900
-        ) as client,
-    ):
+    with one_server_client("tool-quality", environment, API_KEY) as client:
         for number, question in enumerate(questions, 1):
             rows.append(run_question(client, question, recipes, args.max_tokens))
             marks = " ".join(f"{r}={int(rows[-1][r]['right'])}" for r in recipes)

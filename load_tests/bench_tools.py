@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -40,7 +39,7 @@ from typing import Any
 
 import httpx
 
-from load_tests.replica_launcher import add_model_arguments, bench_environment, running_replicas
+from load_tests.replica_launcher import add_model_arguments, bench_environment, one_server_client
 from load_tests.report import format_grid, output_path, scratch, write_json
 from load_tests.stats import ttft_trials
 from load_tests.tool_catalogs import front_end_catalog, front_end_system, tool_catalog
@@ -153,13 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> int:
     args = build_parser().parse_args()
     environment = bench_environment(args, RAGBLEND_API_KEYS=API_KEY)
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-tools-") as folder,
-        running_replicas(["tools"], Path(folder), environment) as (replica,),
-        httpx.Client(
-            base_url=replica.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=900
-        ) as client,
-    ):
+    with one_server_client("tools", environment, API_KEY) as client:
         run_trial(client, args, trial=99)  # warm-up: first-request costs are not the tools'
         trials = []
         for trial in range(args.trials):

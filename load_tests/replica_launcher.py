@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -131,3 +132,18 @@ def running_replicas(
     finally:
         for replica in replicas:
             _stop(replica)
+
+
+@contextmanager
+def one_server_client(
+    name: str, environment: Mapping[str, str], api_key: str, timeout_s: float = 900
+) -> Iterator[httpx.Client]:
+    """A client of one ready server with `environment` (data dir in a temporary folder), with
+    `api_key` as its bearer token; the server stops when the block ends."""
+    headers = {"Authorization": f"Bearer {api_key}"}
+    with (
+        tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as folder,
+        running_replicas([name], Path(folder), environment) as (replica,),
+        httpx.Client(base_url=replica.url, headers=headers, timeout=timeout_s) as client,
+    ):
+        yield client

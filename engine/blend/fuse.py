@@ -109,12 +109,13 @@ def blend_prefill(
     active = forced if recipe.ratio <= 0 else positions
     move = _chunk_rotation(chunks, rope, device)
     if recipe.metric == "probe" and schedule is not None:
-        keep = max(0, fraction_count(recipe.ratio, chunk_tokens) - head_tokens)
-        probe_layer = recipe.check_layers[0][0] if recipe.check_layers else 1
-        chunks, active = _choose_by_probe(
-            model, token_ids, chunks, move, forced, cached, keep, question_start, probe_layer,
-            sum_heads
-        )  # fmt: skip
+        if chunks:  # else every token is computed: nothing to choose
+            keep = max(0, fraction_count(recipe.ratio, chunk_tokens) - head_tokens)
+            probe_layer = recipe.check_layers[0][0] if recipe.check_layers else 1
+            chunks, active = _choose_by_probe(
+                model, token_ids, chunks, move, forced, cached, keep, question_start,
+                probe_layer, sum_heads
+            )  # fmt: skip
         schedule = None  # the chosen tokens are computed in every layer, no check narrows them
 
     hidden = model.embed(token_ids[active])

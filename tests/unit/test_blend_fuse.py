@@ -76,6 +76,22 @@ def test_full_compute_matches_the_reference_prefill() -> None:
     assert result.recomputed_tokens == 50
 
 
+@pytest.mark.parametrize("metric", ["probe", "v"])
+def test_a_first_sighting_computes_every_token_exactly_whatever_the_recipe(metric: Metric) -> None:
+    """No cached chunk (every chunk missed): nothing to choose, a full prefill at any ratio."""
+    model = tiny_llama()
+    ids = torch.randint(2, 128, (40,))
+    layers: list[tuple[Tensor, Tensor]] = []
+    result = blend_prefill(
+        HFAdapter(model), ids, [], rope_spec(), blend_at(0.15, metric=metric),
+        lambda _layer, k, v: layers.append((k.clone(), v.clone())), question_start=30,
+    )  # fmt: skip
+    for (k, v), (rk, rv) in zip(layers, reference_kv(model, ids), strict=True):
+        torch.testing.assert_close(k, rk, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(v, rv, atol=1e-5, rtol=1e-4)
+    assert result.recomputed_tokens == 40
+
+
 def test_ratio_one_with_cached_chunks_gives_the_full_prefill_kv() -> None:
     model = tiny_llama()
     chunks = _random_chunks(3, 20, seed=1)
