@@ -132,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--per-category", type=int, default=30)
     parser.add_argument("--recipes", default="full,reuse,0.15", help="comma-separated; has full")
     parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument("--kv-cache-gib", type=float, default=2.0, help="BFCL prompts are short")
     parser.add_argument("--out", default=scratch("tool_quality"), help="<out>.json")
     return parser
 
@@ -143,14 +144,19 @@ def main() -> int:
         raise SystemExit("--recipes must include full: the others are compared with it")
     questions = [q for category in CATEGORIES for q in load(category, args.per_category)]
     environment = bench_environment(
-        args, RAGBLEND_API_KEYS=API_KEY, RAGBLEND_TOOL_CALLS_FROM_TEXT="false"
+        args,
+        RAGBLEND_API_KEYS=API_KEY,
+        RAGBLEND_TOOL_CALLS_FROM_TEXT="false",
+        RAGBLEND_KV_CACHE_GIB=str(args.kv_cache_gib),
     )
+    out = output_path(Path(args.out), ".json")
     rows = []
     with one_server_client("tool-quality", environment, API_KEY) as client:
         for number, question in enumerate(questions, 1):
             rows.append(run_question(client, question, recipes, args.max_tokens))
             marks = " ".join(f"{r}={int(rows[-1][r]['right'])}" for r in recipes)
             print(f"  {number}/{len(questions)} {question.id}: {marks}", file=sys.stderr)
+            write_json(out, {"settings": vars(args), "rows": rows})  # kept if a run dies
     table = summary(rows, recipes)
     header = ("recipe", "right", *CATEGORIES, "vs full [95%]", "same calls", "from store",
               "parsed only", "text calls gain [95%]", "false calls text/parsed")  # fmt: skip
@@ -164,7 +170,7 @@ def main() -> int:
     ]))  # fmt: skip
     document = {"settings": vars(args), "systems": [FIRST_SYSTEM, SECOND_SYSTEM],
                 "summary": table, "rows": rows}  # fmt: skip
-    write_json(output_path(Path(args.out), ".json"), document)
+    write_json(out, document)
     return 0
 
 

