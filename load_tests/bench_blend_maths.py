@@ -27,7 +27,7 @@ from torch import Tensor
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from engine.blend.behind import compute_prefix, prefill_behind
-from engine.blend.fuse import CachedChunk, blend_prefill
+from engine.blend.fuse import CachedChunk, LayerHooks, PlacedChunks, Prompt, blend_prefill
 from engine.contract import Recipe
 from load_tests.hf_decoder import HFAdapter, hf_rope_spec
 from load_tests.report import format_grid, output_path, scratch, write_json
@@ -122,7 +122,8 @@ def main() -> None:
                 CachedChunk(start, start + chunk_tokens, PREFIX_TOKENS, iter(layers))
                 for start, layers in zip(starts, stored, strict=True)
             ]
-            blend_prefill(adapter, ids, placed if cached else [], rope, recipe, lambda *_: None)
+            chunks = PlacedChunks(placed if cached else [], rope, ids.numel(), device)
+            blend_prefill(adapter, Prompt(ids), chunks, recipe, LayerHooks(lambda *_: None))
 
         return run
 

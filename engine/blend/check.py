@@ -44,7 +44,9 @@ class CheckLayer:
     """The cache's (re-positioned) K and V at the active tokens."""
     keys: Tensor
     """The layer's fused keys for every prompt position [num_tokens, kv_heads, dim]."""
-    question_start: int
+    question_rows: int
+    """How many of the last active tokens are the question's (positions from where it starts:
+    uncached, so always active)."""
     scale: float
     sum_heads: HeadSum
 
@@ -53,10 +55,10 @@ class CheckLayer:
         return kv_deviation(*self.fresh, *self.cached, metric, normalize, self.sum_heads)
 
     def question_attention(self) -> Tensor:
-        """Per active token: the attention the question (active tokens from
-        ``question_start`` on) pays to it."""
-        asking = self.active >= self.question_start
-        queries, positions = self.queries[asking], self.active[asking]
+        """Per active token: the attention the question (the last ``question_rows`` active
+        tokens) pays to it."""
+        first = self.active.shape[0] - self.question_rows
+        queries, positions = self.queries[first:], self.active[first:]
         return question_attention(queries, positions, self.keys, self.scale, self.sum_heads)[
             self.active
         ]

@@ -7,15 +7,12 @@ chunk heads, the question) run through the first layers, attending to the chunks
 at the probe layer the question's attention ranks the cached tokens, and the chosen ones are then
 computed from layer 0 on while every other chunk token keeps its cache in every layer.
 
-A probe needs each chunk's first layers twice (once to probe, once to blend): ``replayable``
-keeps them, and the blend reads the rest of each chunk's layers as they stream in.
+The probe reads the chunks' first layers with ``keep`` (``PlacedChunks.layer``): the blend that
+follows reads them again from there, and the rest as they stream in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
-from itertools import chain, islice
 from typing import TYPE_CHECKING
 
 from torch import Tensor
@@ -24,56 +21,36 @@ from engine.blend.attention import selective_attention
 from engine.blend.select import HeadSum, question_attention
 
 if TYPE_CHECKING:
-    from engine.blend.decoder import CachedChunk, DecoderAdapter
-
-CachedLayer = Callable[[list["CachedChunk"], Tensor], tuple[Tensor, Tensor]]
-"""(chunks, fresh keys like) -> every position's cached K and V of the chunks' next layer."""
-
-
-def replayable(
-    chunks: list[CachedChunk], num_layers: int
-) -> tuple[list[CachedChunk], list[CachedChunk]]:
-    """(chunks reading only their first ``num_layers`` layers, the same chunks reading all):
-    the first layers are read once and kept for both."""
-    probing, blending = [], []
-    for chunk in chunks:
-        first = list(islice(chunk.layers, num_layers))
-        probing.append(replace(chunk, layers=iter(first)))
-        blending.append(replace(chunk, layers=chain(first, chunk.layers)))
-    return probing, blending
+    from engine.blend.decoder import DecoderAdapter
+    from engine.blend.placed import PlacedChunks
 
 
 def probe_question(
     model: DecoderAdapter,
     token_ids: Tensor,
-    chunks: list[CachedChunk],
-    cached_layer: CachedLayer,
+    cached: PlacedChunks,
     uncached: Tensor,
-    question_start: int,
+    question_rows: int,
     probe_layer: int,
     sum_heads: HeadSum,
 ) -> Tensor:
-    """Per prompt position [num_tokens]: the attention the question pays to it at ``probe_layer``
-    when only the ``uncached`` positions (ascending; the question among them) are computed and
-    every chunk token keeps its cached K/V. ``chunks`` must yield ``probe_layer + 1`` layers."""
+    """Per prompt position [num_tokens]: the attention the question (the last
+    ``question_rows`` of the ``uncached`` positions, which ascend) pays to it at
+    ``probe_layer`` when only the ``uncached`` positions are computed and every chunk token
+    keeps its cached K/V. Reads layers 0..``probe_layer`` of ``cached``, next to read, with
+    ``keep``."""
     if not 0 <= probe_layer < model.num_layers:
         raise ValueError(f"probe layer {probe_layer} is outside the model's {model.num_layers}")
     hidden = model.embed(token_ids[uncached])
     residual: Tensor | None = None
-    asking = uncached >= question_start
     for layer in range(probe_layer):
         q, k_fresh, v_fresh, residual = model.qkv(layer, hidden, residual, uncached)
-        keys, values = _fused(chunks, cached_layer, uncached, k_fresh, v_fresh)
+        keys, values = cached.layer(layer, k_fresh, keep=True)
+        keys[uncached], values[uncached] = k_fresh, v_fresh
         attention = selective_attention(q, keys, values, uncached, model.scale)
         hidden, residual = model.finish(layer, attention.flatten(1), residual)
-    q, k_fresh, v_fresh, _ = model.qkv(probe_layer, hidden, residual, uncached)
-    keys, _ = _fused(chunks, cached_layer, uncached, k_fresh, v_fresh)
-    return question_attention(q[asking], uncached[asking], keys, model.scale, sum_heads)
-
-
-def _fused(
-    chunks: list[CachedChunk], cached_layer: CachedLayer, uncached: Tensor, k: Tensor, v: Tensor
-) -> tuple[Tensor, Tensor]:
-    keys, values = cached_layer(chunks, k)
-    keys[uncached], values[uncached] = k, v
-    return keys, values
+    q, k_fresh, _, _ = model.qkv(probe_layer, hidden, residual, uncached)
+    keys, _ = cached.layer(probe_layer, k_fresh, keep=True)
+    keys[uncached] = k_fresh
+    asking = uncached.shape[0] - question_rows
+    return question_attention(q[asking:], uncached[asking:], keys, model.scale, sum_heads)

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from engine.blend.behind import PrefixKV, compute_prefix, prefill_behind
-from engine.blend.fuse import blend_prefill
+from engine.blend.fuse import LayerHooks, Prompt, blend_prefill
 from engine.blend.rope import rotate, rotation
 from engine.connector.metadata import BlendJob
 from engine.connector.model import VllmDecoder
@@ -91,7 +91,7 @@ class MissStore:
             capture.keys.append(keys[len(context) :].cpu())
             capture.values.append(values[len(context) :].cpu())
 
-        blend_prefill(decoder, ids, [], decoder.rope, Recipe.exact(), keep)
+        blend_prefill(decoder, Prompt(ids), None, Recipe.exact(), LayerHooks(keep))
 
     def _kept_prefix(self, decoder: VllmDecoder, device: torch.device) -> PrefixKV:
         if self._prefix_kv is None:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from engine.blend.fuse import Attend, BlendResult, blend_prefill
+from engine.blend.fuse import Attend, BlendResult, LayerHooks, PlacedChunks, Prompt, blend_prefill
 from engine.connector.metadata import BlendJob, computed_exactly
 from engine.connector.miss_store import MissStore
 from engine.connector.model import VllmDecoder, find_model_runner_model
@@ -215,19 +215,10 @@ class BlendWorker:
                 chunk.values.append(values[chunk.start : chunk.end].cpu())
 
         token_ids = torch.tensor(job.token_ids, device=device)
-        question_start = job.plan.spans[-1].end
-        return blend_prefill(
-            decoder,
-            token_ids,
-            placement.hits,
-            decoder.rope,
-            recipe,
-            write,
-            attend,
-            question_start,
-            settled,
-            self.ranks.sum_heads,
-        )
+        prompt = Prompt(token_ids, question_start=job.plan.spans[-1].end, settled=settled)
+        cached = PlacedChunks(placement.hits, decoder.rope, len(job.token_ids), device)
+        hooks = LayerHooks(write, attend)
+        return blend_prefill(decoder, prompt, cached, recipe, hooks, self.ranks.sum_heads)
 
     def _kept_in_place(self, job: BlendJob, start: int, placement: Placement) -> bool:
         """Whether a missed chunk at ``start`` is stored as this fill computes it: exactly as a

@@ -30,7 +30,7 @@ def _layer(seed: int = 0) -> CheckLayer:
         fresh=(_tensor(seed + 1, *kv), _tensor(seed + 2, *kv)),
         cached=(_tensor(seed + 3, *kv), _tensor(seed + 4, *kv)),
         keys=_tensor(seed + 5, *kv),
-        question_start=QUESTION_START,
+        question_rows=TOKENS - QUESTION_START,
         scale=DIM**-0.5,
         sum_heads=lambda partial: partial,
     )

@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import Tensor
 
-from engine.blend.fuse import BlendResult, CachedChunk, blend_prefill
+from engine.blend.fuse import BlendResult, CachedChunk, LayerHooks, Prompt, blend_prefill
 from engine.contract import Metric
 from load_tests.hf_decoder import HFAdapter
-from tests.unit.tiny_llama import blend_at, reference_kv, rope_spec, tiny_llama
+from tests.unit.tiny_llama import blend_at, placed_in, reference_kv, tiny_llama
 
 PREFIX = [1]
 
@@ -22,11 +22,10 @@ def _collect(
     layers: list[tuple[Tensor, Tensor]] = []
     result = blend_prefill(
         HFAdapter(model),
-        token_ids,
-        chunks,
-        rope_spec(),
+        Prompt(token_ids),
+        placed_in(token_ids, chunks),
         blend_at(ratio),
-        lambda _layer, k, v: layers.append((k.clone(), v.clone())),
+        LayerHooks(lambda _layer, k, v: layers.append((k.clone(), v.clone()))),
     )
     return layers, result
 
@@ -83,8 +82,8 @@ def test_a_first_sighting_computes_every_token_exactly_whatever_the_recipe(metri
     ids = torch.randint(2, 128, (40,))
     layers: list[tuple[Tensor, Tensor]] = []
     result = blend_prefill(
-        HFAdapter(model), ids, [], rope_spec(), blend_at(0.15, metric=metric),
-        lambda _layer, k, v: layers.append((k.clone(), v.clone())), question_start=30,
+        HFAdapter(model), Prompt(ids, question_start=30), None, blend_at(0.15, metric=metric),
+        LayerHooks(lambda _layer, k, v: layers.append((k.clone(), v.clone()))),
     )  # fmt: skip
     for (k, v), (rk, rv) in zip(layers, reference_kv(model, ids), strict=True):
         torch.testing.assert_close(k, rk, atol=1e-5, rtol=1e-4)
@@ -164,11 +163,10 @@ def test_chunk_heads_are_always_recomputed_within_the_ratio(
     ids, spans = _prompt(chunks, question=[])
     result = blend_prefill(
         HFAdapter(model),
-        ids,
-        _placed(model, chunks, spans),
-        rope_spec(),
+        Prompt(ids),
+        placed_in(ids, _placed(model, chunks, spans)),
         blend_at(ratio, chunk_head_tokens=4),
-        lambda _layer, _k, _v: None,
+        LayerHooks(lambda _layer, _k, _v: None),
     )
     heads = torch.cat([torch.arange(span[0], span[0] + 4) for span in spans])
     assert torch.isin(heads, result.recomputed_positions).all()
@@ -184,11 +182,10 @@ def _blend_by_attention(
     ids, spans = _prompt(chunks, question=question)
     return blend_prefill(
         HFAdapter(model),
-        ids,
-        _placed(model, chunks, spans),
-        rope_spec(),
+        Prompt(ids),
+        placed_in(ids, _placed(model, chunks, spans)),
         blend_at(ratio, metric=metric, **selection),
-        lambda _layer, _k, _v: None,
+        LayerHooks(lambda _layer, _k, _v: None),
     )
 
 
@@ -241,11 +238,10 @@ def test_ratio_one_is_the_full_prefill_whatever_the_strategy(selection: dict) ->
     layers: list[tuple[Tensor, Tensor]] = []
     blend_prefill(
         HFAdapter(model),
-        ids,
-        _placed(model, chunks, spans),
-        rope_spec(),
+        Prompt(ids),
+        placed_in(ids, _placed(model, chunks, spans)),
         blend_at(1.0, **selection),
-        lambda _layer, k, v: layers.append((k.clone(), v.clone())),
+        LayerHooks(lambda _layer, k, v: layers.append((k.clone(), v.clone()))),
     )
     assert _relative_error(layers, reference_kv(model, ids)) < 1e-5
 
@@ -276,8 +272,9 @@ def _blend_after_settled(
 
     placed = _placed(model, chunks, spans)
     result = blend_prefill(
-        adapter, ids, placed, rope_spec(), blend_at(ratio), write, attend, settled=settled
-    )
+        adapter, Prompt(ids, settled=settled), placed_in(ids, placed), blend_at(ratio),
+        LayerHooks(write, attend),
+    )  # fmt: skip
     return ids, result, reference, paged
 
 

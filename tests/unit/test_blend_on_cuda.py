@@ -13,7 +13,14 @@ from torch import Tensor
 
 from engine.blend.attention import GPU_QUERY_BLOCK, QUERY_BLOCK, selective_attention
 from engine.blend.behind import compute_prefix, prefill_behind
-from engine.blend.fuse import BlendResult, CachedChunk, blend_prefill
+from engine.blend.fuse import (
+    BlendResult,
+    CachedChunk,
+    LayerHooks,
+    PlacedChunks,
+    Prompt,
+    blend_prefill,
+)
 from engine.blend.rope import rotate_keys
 from engine.contract import METRICS
 from load_tests.hf_decoder import HFAdapter
@@ -55,13 +62,13 @@ def _blend(
 ) -> tuple[BlendResult, Layers]:
     ids, chunks, spans = _scene()
     layers: Layers = []
+    cached = PlacedChunks(_host_chunks(chunks, spans, dtype), rope_spec(), ids.numel(), device)
     result = blend_prefill(
         HFAdapter(tiny_llama().to(device, dtype)),
-        ids.to(device),
-        _host_chunks(chunks, spans, dtype),
-        rope_spec(),
+        Prompt(ids.to(device)),
+        cached,
         blend_at(ratio, **choices),
-        lambda _layer, k, v: layers.append((k.float().cpu(), v.float().cpu())),
+        LayerHooks(lambda _layer, k, v: layers.append((k.float().cpu(), v.float().cpu()))),
     )
     return result, layers
 

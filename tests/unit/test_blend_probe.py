@@ -9,15 +9,15 @@ import torch
 from torch import Tensor
 
 from engine.blend.attention import selective_attention
-from engine.blend.fuse import BlendResult, CachedChunk, blend_prefill
+from engine.blend.fuse import BlendResult, CachedChunk, LayerHooks, Prompt, blend_prefill
 from engine.contract import Recipe
 from load_tests.hf_decoder import HFAdapter
 from tests.unit.tiny_llama import (
     HEADS,
     KV_HEADS,
     blend_at,
+    placed_in,
     reference_kv,
-    rope_spec,
     tiny_llama,
 )
 
@@ -68,12 +68,10 @@ def _blend(
     layers: list[tuple[Tensor, Tensor]] = []
     result = blend_prefill(
         adapter or HFAdapter(model),
-        ids,
-        _placed(model, chunks, spans),
-        rope_spec(),
+        Prompt(ids),
+        placed_in(ids, _placed(model, chunks, spans)),
         selection,
-        lambda _layer, k, v: layers.append((k.clone(), v.clone())),
-        attend,
+        LayerHooks(lambda _layer, k, v: layers.append((k.clone(), v.clone())), attend),
     )
     return result, layers
 
@@ -141,11 +139,10 @@ def test_without_a_question_the_probe_falls_back_to_v_deviation() -> None:
     results = [
         blend_prefill(
             HFAdapter(model),
-            no_question,
-            _placed(model, chunks, spans),
-            rope_spec(),
+            Prompt(no_question),
+            placed_in(no_question, _placed(model, chunks, spans)),
             blend_at(0.25, metric=metric),
-            lambda _layer, _k, _v: None,
+            LayerHooks(lambda _layer, _k, _v: None),
         )
         for metric in ("probe", "v")
     ]

@@ -17,11 +17,11 @@ import torch
 from torch import Tensor
 
 from engine.blend.check import CheckLayer, rows_to_keep
-from engine.blend.fuse import CachedChunk, blend_prefill
+from engine.blend.fuse import CachedChunk, LayerHooks, Prompt, blend_prefill
 from engine.blend.select import kv_deviation, local_heads_only, question_attention, select_top
 from engine.contract import Metric, Recipe
 from load_tests.hf_decoder import HFAdapter
-from tests.unit.tiny_llama import blend_at, rope_spec, tiny_llama
+from tests.unit.tiny_llama import blend_at, placed_in, tiny_llama
 
 
 class ThreadRanks:
@@ -116,7 +116,7 @@ def test_two_stage_and_adaptive_picks_are_the_same_on_every_rank(selection: Reci
             (fresh_k, fresh_v),
             (cached_k, cached_v),
             keys,
-            34,
+            6,  # positions 34..39 are the question
             0.35,
             sum_heads,
         )
@@ -144,13 +144,10 @@ def test_the_blend_ranks_reduced_scores_not_its_own() -> None:
         selection = blend_at(0.1, check_layers=((0, 1.0),))
         result = blend_prefill(
             HFAdapter(model),
-            token_ids,
-            [chunk],
-            rope_spec(),
+            Prompt(token_ids, question_start=41),
+            placed_in(token_ids, [chunk]),
             selection,
-            _ignore,
-            None,
-            41,
+            LayerHooks(_ignore),
             sum_heads=sum_heads,
         )
         return [p for p in result.recomputed_positions.tolist() if p != 0]  # 0: uncached
@@ -163,11 +160,10 @@ def _layers(model: torch.nn.Module, token_ids: Tensor) -> list[tuple[Tensor, Ten
     layers: list[tuple[Tensor, Tensor]] = []
     blend_prefill(
         HFAdapter(model),
-        token_ids,
-        [],
-        rope_spec(),
+        Prompt(token_ids),
+        None,
         blend_at(1.0),
-        lambda _layer, k, v: layers.append((k.clone(), v.clone())),
+        LayerHooks(lambda _layer, k, v: layers.append((k.clone(), v.clone()))),
     )
     return layers
 

@@ -8,6 +8,8 @@ import torch
 from torch import Tensor
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from engine.blend.decoder import CachedChunk
+from engine.blend.placed import PlacedChunks
 from engine.blend.rope import RopeSpec
 from engine.contract import Recipe
 
@@ -32,6 +34,11 @@ def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
 
 def rope_spec() -> RopeSpec:
     return RopeSpec(head_dim=HEAD_DIM, rotary_dim=HEAD_DIM, base=10000.0, is_neox_style=True)
+
+
+def placed_in(token_ids: Tensor, chunks: list[CachedChunk]) -> PlacedChunks:
+    """``chunks`` placed in the prompt ``token_ids``, their keys moved by the tiny RoPE."""
+    return PlacedChunks(chunks, rope_spec(), token_ids.shape[0], token_ids.device)
 
 
 def reference_kv(model: LlamaForCausalLM, token_ids: Tensor) -> list[tuple[Tensor, Tensor]]:
