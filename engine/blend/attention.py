@@ -29,14 +29,20 @@ def selective_attention(
     v: Tensor,
     query_positions: Tensor,
     scale: float,
+    tail: bool | None = None,
 ) -> Tensor:
     """Attention of the selected queries over the whole fused K/V.
 
-    q: [num_selected, num_heads, head_dim] at prompt positions `query_positions` (sorted,
-    each < num_ctx_tokens); k, v: [num_ctx_tokens, num_kv_heads, head_dim] for positions
-    0..num_ctx_tokens-1. num_heads must be a multiple of num_kv_heads (query head h reads KV head
-    h // (num_heads // num_kv_heads)). Computed in fp32 (on a GPU, by fused kernels that take
-    q's dtype and accumulate in fp32); returns [num_selected, num_heads, head_dim] in q's dtype.
+    q: [num_selected, num_heads, head_dim] at prompt positions `query_positions` (ascending,
+    distinct, each < num_ctx_tokens); k, v: [num_ctx_tokens, num_kv_heads, head_dim] for
+    positions 0..num_ctx_tokens-1. num_heads must be a multiple of num_kv_heads (query head h
+    reads KV head h // (num_heads // num_kv_heads)). Computed in fp32 (on a GPU, by fused
+    kernels that take q's dtype and accumulate in fp32); returns [num_selected, num_heads,
+    head_dim] in q's dtype.
+
+    ``tail`` says, where the caller knows, whether the queries are the keys' last positions (a
+    run ending at the last key): a GPU then reads nothing back (True: the causal kernel; False:
+    an explicit mask over all keys). None: a GPU reads each block's first and last positions.
     """
     if q.dim() != 3 or k.dim() != 3 or k.shape != v.shape:
         raise ValueError(
@@ -52,7 +58,7 @@ def selective_attention(
         raise ValueError(f"query_positions shape {tuple(query_positions.shape)} != ({q.shape[0]},)")
     positions = query_positions.to(q.device)
     if q.is_cuda:
-        return _fused_kernel_attention(q, k, v, positions, scale)
+        return _fused_kernel_attention(q, k, v, positions, scale, tail)
     keys, values = k.float().transpose(0, 1), v.float().transpose(0, 1)
     blocks = []
     for start in range(0, q.shape[0], QUERY_BLOCK):
@@ -74,7 +80,7 @@ def selective_attention(
 
 
 def _fused_kernel_attention(
-    q: Tensor, k: Tensor, v: Tensor, positions: Tensor, scale: float
+    q: Tensor, k: Tensor, v: Tensor, positions: Tensor, scale: float, tail: bool | None
 ) -> Tensor:
     """``selective_attention`` on a GPU through torch's flash and memory-efficient kernels.
 
@@ -82,29 +88,34 @@ def _fused_kernel_attention(
     causal aligned bottom-right over the keys it sees, which the flash kernel runs as it is; any
     other block gets an explicit mask. A mask rules flash out, and the memory-efficient kernel
     has no grouped-query mode, so K/V heads are repeated to the query heads first: in fp32 with
-    grouped heads, SDPA falls back to unfused maths many times slower than a full prefill.
+    grouped heads, SDPA falls back to unfused maths many times slower than a full prefill. With
+    ``tail`` given, no block's positions are read back to the host (nothing waits for the GPU).
     """
     groups = q.shape[1] // k.shape[1]
     # [1, heads, tokens, dim]: the fused kernels take batched 4-D inputs only
     keys, values = (
         x.to(q.dtype).repeat_interleave(groups, dim=1).transpose(0, 1)[None] for x in (k, v)
     )
+    num_keys, num_queries = k.shape[0], q.shape[0]
     blocks = []
-    for start in range(0, q.shape[0], GPU_QUERY_BLOCK):
+    for start in range(0, num_queries, GPU_QUERY_BLOCK):
         block_positions = positions[start : start + GPU_QUERY_BLOCK]
-        first, last = (int(p) for p in block_positions[[0, -1]])
         count = block_positions.numel()
-        if last - first + 1 == count:
-            mask = causal_lower_right(count, last + 1)
-        else:
-            mask = causal_mask(block_positions, last + 1)
+        if tail is None:
+            first, last = (int(p) for p in block_positions[[0, -1]])
+            visible, run = last + 1, last - first + 1 == count
+        else:  # a tail's block ends where the queries after it begin
+            visible = num_keys - (num_queries - start - count) if tail else num_keys
+            run = tail
+        mask = causal_lower_right(count, visible) if run else causal_mask(block_positions, visible)
         blocks.append(
             F.scaled_dot_product_attention(
                 q[start : start + GPU_QUERY_BLOCK].transpose(0, 1)[None],
-                keys[:, :, : last + 1],
-                values[:, :, : last + 1],
+                keys[:, :, :visible],
+                values[:, :, :visible],
                 attn_mask=mask,
                 scale=scale,
             )
         )
-    return torch.cat(blocks, dim=2)[0].transpose(0, 1)
+    out = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=2)
+    return out[0].transpose(0, 1)

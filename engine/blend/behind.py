@@ -74,8 +74,8 @@ def prefill_behind(
                 chunk_keys = torch.cat([prefix_keys, chunk_keys])
                 chunk_values = torch.cat([prefix_values, chunk_values])
             outputs.append(
-                selective_attention(
-                    q[begin:end], chunk_keys, chunk_values, positions[begin:end], model.scale
+                selective_attention(  # the chunk is the tail of the prefix and itself
+                    q[begin:end], chunk_keys, chunk_values, positions[begin:end], model.scale, True
                 )
             )
         hidden, residual = model.finish(layer, torch.cat(outputs).flatten(1), residual)

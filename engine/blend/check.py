@@ -24,10 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from engine.blend.select import HeadSum, kv_deviation, question_attention, select_top
+from engine.blend.select import HeadSum, kv_deviation, question_attention, top_rows
 from engine.contract import Metric, Recipe
-
-_NO_ROWS = torch.empty(0, dtype=torch.long)
 
 
 @dataclass(frozen=True)
@@ -81,15 +79,25 @@ def mass_count(scores: Tensor, mass: float) -> int:
     return int(reached[0]) + 1 if reached.numel() else scores.numel()
 
 
-def rows_to_keep(layer: CheckLayer, is_cached: Tensor, keep: int, recipe: Recipe) -> Tensor:
+def rows_to_keep(
+    layer: CheckLayer, is_cached: Tensor, keep: int, recipe: Recipe, num_cached: int | None = None
+) -> Tensor:
     """Rows of ``layer.active`` that go on: every uncached one, and at most ``keep`` cached ones
-    picked by the recipe's strategy (sorted row indices)."""
-    candidates = is_cached.nonzero().flatten()
-    forced = (~is_cached).nonzero().flatten()
+    picked by the recipe's strategy (sorted row indices).
+
+    ``num_cached`` is how many rows ``is_cached`` marks, which a blend knows on the host (None:
+    it is read back, waiting for a GPU). Nothing else is read back but the adaptive budget's
+    count (``budget_mass`` < 1), which the scores decide.
+    """
+    if num_cached is None:
+        num_cached = int(is_cached.sum())
+    eligible, available = is_cached, num_cached
     if recipe.metric == "qv":
         pool = math.ceil(recipe.question_pool * keep)
-        if pool < candidates.numel():
-            candidates = select_top(layer.question_attention(), candidates, pool, _NO_ROWS)
+        if pool < num_cached:
+            nothing = torch.zeros_like(is_cached)
+            pooled = top_rows(layer.question_attention(), nothing, 0, pool, is_cached)
+            eligible, available = nothing.index_fill(0, pooled, True), pool
         scores = layer.deviation("v", recipe.normalize)
     elif recipe.metric == "attn":
         scores = layer.question_attention()
@@ -97,5 +105,6 @@ def rows_to_keep(layer: CheckLayer, is_cached: Tensor, keep: int, recipe: Recipe
         scores = layer.deviation(recipe.metric, recipe.normalize)
     scores = scores.float()
     if recipe.budget_mass < 1:
-        keep = min(keep, mass_count(scores[candidates], recipe.budget_mass))
-    return select_top(scores, candidates, keep, forced)
+        keep = min(keep, mass_count(scores[eligible], recipe.budget_mass))
+    num_forced = is_cached.shape[0] - num_cached
+    return top_rows(scores, ~is_cached, num_forced, min(keep, available), eligible)

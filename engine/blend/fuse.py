@@ -28,7 +28,7 @@ from engine.blend.select import (
     gradual_schedule,
     keep_count,
     local_heads_only,
-    select_top,
+    top_rows,
 )
 from engine.contract import QUESTION_METRICS, Recipe
 
@@ -108,6 +108,8 @@ def blend_prefill(
         raise ValueError("settled positions need an attend that reads them from the cache")
     layout = Layout.of(prompt, cached.spans, recipe.chunk_head_tokens)
     schedule = gradual_schedule(recipe.ratio, recipe.check_layers)
+    if not layout.num_cached:
+        schedule = None  # every position is computed: no check has anything to narrow
     if recipe.metric in QUESTION_METRICS and not layout.question_rows:
         recipe = replace(recipe, metric="v")  # nothing after the chunks is blended here
     active = layout.forced if recipe.ratio <= 0 else layout.positions
@@ -120,23 +122,29 @@ def blend_prefill(
     residual: Tensor | None = None
     for layer in range(model.num_layers):
         q, k_fresh, v_fresh, residual = model.qkv(layer, hidden, residual, active)
-        k_fused, v_fused = cached.layer(layer, k_fresh)
+        num_active = active.shape[0]  # a shape: known on the host, nothing is read back
         keep = None if schedule is None else keep_count(schedule, layer, layout.chunk_tokens)
+        if not cached and num_active == num_tokens:  # every token, nothing cached: no copies
+            k_fused, v_fused = k_fresh, v_fresh
+        else:
+            k_fused, v_fused = cached.layer(layer, k_fresh)
         kept = (k_fused[active], v_fused[active]) if keep is not None else None
-        k_fused[active], v_fused[active] = k_fresh, v_fresh
+        if k_fused is not k_fresh:
+            k_fused[active], v_fused[active] = k_fresh, v_fresh
         if keep is not None:
             assert kept is not None
             check = CheckLayer(
                 q, active, (k_fresh, v_fresh), kept, k_fused, layout.question_rows, model.scale,
                 sum_heads
             )  # fmt: skip
-            count = max(0, keep - layout.head_tokens)
-            rows = rows_to_keep(check, layout.cached[active], count, recipe)
+            count, num_cached = max(0, keep - layout.head_tokens), num_active - layout.num_forced
+            rows = rows_to_keep(check, layout.cached[active], count, recipe, num_cached)
             q, residual, active = q[rows], residual[rows], active[rows]
 
         hooks.sink(layer, k_fused, v_fused)
-        if hooks.attend is None:
-            attention = selective_attention(q, k_fused, v_fused, active, model.scale)
+        if hooks.attend is None:  # no position is settled: all computed is the whole prompt
+            every = active.shape[0] == num_tokens
+            attention = selective_attention(q, k_fused, v_fused, active, model.scale, every)
         else:
             attention = hooks.attend(layer, q, k_fused, v_fused, active)
         hidden, residual = model.finish(layer, attention.flatten(1), residual)
@@ -161,5 +169,8 @@ def _choose_by_probe(
         model, prompt.token_ids, cached, layout.forced, layout.question_rows, probe_layer,
         sum_heads
     )  # fmt: skip
-    candidates = layout.cached.nonzero().flatten()
-    return select_top(scores, candidates, keep, layout.forced)
+    settled = prompt.settled
+    cached_rows = layout.cached[settled:]
+    count = min(keep, layout.num_cached)
+    rows = top_rows(scores[settled:], ~cached_rows, layout.num_forced, count, cached_rows)
+    return rows + settled

@@ -47,7 +47,8 @@ def probe_question(
         q, k_fresh, v_fresh, residual = model.qkv(layer, hidden, residual, uncached)
         keys, values = cached.layer(layer, k_fresh, keep=True)
         keys[uncached], values[uncached] = k_fresh, v_fresh
-        attention = selective_attention(q, keys, values, uncached, model.scale)
+        every = uncached.shape[0] == keys.shape[0]  # no chunk token cached: all computed
+        attention = selective_attention(q, keys, values, uncached, model.scale, every)
         hidden, residual = model.finish(layer, attention.flatten(1), residual)
     q, k_fresh, _, _ = model.qkv(probe_layer, hidden, residual, uncached)
     keys, _ = cached.layer(probe_layer, k_fresh, keep=True)

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from engine.blend.stream import upload
+
 _PLAIN_TYPES = frozenset({"default"})
 _LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 
@@ -114,7 +116,8 @@ class Rotation:
 def rotation(delta: int | Tensor, spec: RopeSpec, device: torch.device | None = None) -> Rotation:
     """The rotation moving keys by ``delta``: an int (every token alike) or an integer tensor
     [num_tokens]; it may be negative."""
-    freq = inv_freq(spec).to(device)
+    device = torch.device("cpu") if device is None else torch.device(device)
+    freq = upload(inv_freq(spec), device)  # made on the host: sent without waiting for a GPU
     if isinstance(delta, Tensor):
         if delta.is_floating_point() or delta.dim() != 1:
             raise ValueError(
@@ -122,7 +125,7 @@ def rotation(delta: int | Tensor, spec: RopeSpec, device: torch.device | None = 
             )
         steps = delta.to(device=device, dtype=torch.float32)
     else:
-        steps = torch.tensor([float(delta)], device=device)
+        steps = upload(torch.tensor([float(delta)]), device)
     angles = steps[:, None] * freq[None, :]
     return Rotation(angles.cos(), angles.sin(), spec)
 
@@ -150,6 +153,8 @@ def rotate(x: Tensor, move: Rotation) -> Tensor:
         rotated = torch.cat((out_first, out_second), dim=-1)
     else:
         rotated = torch.stack((out_first, out_second), dim=-1).flatten(-2)
+    if spec.rotary_dim == spec.head_dim:
+        return rotated.to(x.dtype)
     return torch.cat((rotated.to(x.dtype), x[..., spec.rotary_dim :]), dim=-1)
 
 

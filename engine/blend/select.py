@@ -134,6 +134,30 @@ def select_top(
     return torch.cat((open_candidates[top], forced)).unique(sorted=True)
 
 
+def top_rows(
+    scores: Tensor, forced: Tensor, num_forced: int, count: int, eligible: Tensor | None = None
+) -> Tensor:
+    """Sorted row indices: every ``forced`` row and the ``count`` highest scoring other rows
+    (among the ``eligible`` ones, default all), as ``select_top`` picks them but without
+    reading anything back from the device: ``num_forced`` (how many rows ``forced`` marks) and
+    ``count`` (at most how many others are eligible) come from the caller, who knows them.
+
+    ``scores`` [num_rows] are finite; ``forced`` and ``eligible`` are boolean masks alike.
+    """
+    if scores.dim() != 1 or forced.shape != scores.shape:
+        raise ValueError(
+            f"scores and forced must be 1-D and alike, got {tuple(scores.shape)}, "
+            f"{tuple(forced.shape)}"
+        )
+    if num_forced < 0 or count < 0 or num_forced + count > scores.shape[0]:
+        raise ValueError(f"cannot pick {num_forced} + {count} of {scores.shape[0]} rows")
+    ranked = scores.float()
+    if eligible is not None:
+        ranked = ranked.masked_fill(~eligible, float("-inf"))
+    ranked = ranked.masked_fill(forced, float("inf"))
+    return ranked.topk(num_forced + count).indices.sort().values
+
+
 @dataclass(frozen=True)
 class GradualSchedule:
     """Check layers at which the recomputed set narrows: (layer_index, keep_fraction) pairs.

@@ -210,15 +210,18 @@ class BlendWorker:
             attention.impl.do_kv_cache_update(
                 attention, keys[first:].contiguous(), values[first:].contiguous(), cache, slots
             )
-            for chunk in in_place:
-                chunk.keys.append(keys[chunk.start : chunk.end].cpu())
-                chunk.values.append(values[chunk.start : chunk.end].cpu())
+            for chunk in in_place:  # to host memory without waiting: see the end of the fill
+                chunk.keys.append(keys[chunk.start : chunk.end].to("cpu", non_blocking=True))
+                chunk.values.append(values[chunk.start : chunk.end].to("cpu", non_blocking=True))
 
         token_ids = torch.tensor(job.token_ids, device=device)
         prompt = Prompt(token_ids, question_start=job.plan.spans[-1].end, settled=settled)
         cached = PlacedChunks(placement.hits, decoder.rope, len(job.token_ids), device)
         hooks = LayerHooks(write, attend)
-        return blend_prefill(decoder, prompt, cached, recipe, hooks, self.ranks.sum_heads)
+        result = blend_prefill(decoder, prompt, cached, recipe, hooks, self.ranks.sum_heads)
+        if in_place and device.type == "cuda":
+            torch.cuda.current_stream(device).synchronize()  # the captures have reached the host
+        return result
 
     def _kept_in_place(self, job: BlendJob, start: int, placement: Placement) -> bool:
         """Whether a missed chunk at ``start`` is stored as this fill computes it: exactly as a

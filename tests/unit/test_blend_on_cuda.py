@@ -153,3 +153,49 @@ def test_long_prompts_attend_on_cuda_in_bf16_as_on_the_cpu_in_fp32(gap: int) -> 
     )
     assert on_cuda.dtype == torch.bfloat16
     torch.testing.assert_close(on_cuda.float().cpu(), on_cpu, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("metric", ["probe", "v", "qv"])
+def test_a_blend_from_host_memory_never_waits_for_the_gpu(metric: str) -> None:
+    """Chunk KV copied ahead on a side stream, selection on the device: nothing in the blend
+    synchronizes (CUDA's sync debug mode raises on any wait)."""
+    ids, chunks, spans = _scene()
+    adapter = HFAdapter(tiny_llama().to(CUDA))
+    placed = [
+        CachedChunk(c.start, c.end, c.source_start, iter([(k.pin_memory(), v.pin_memory())
+                                                          for k, v in c.layers]))
+        for c in _host_chunks(chunks, spans, torch.float32)
+    ]  # fmt: skip
+    token_ids = ids.to(CUDA)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        result = blend_prefill(
+            adapter, Prompt(token_ids), PlacedChunks(placed, rope_spec(), ids.numel(), CUDA),
+            blend_at(0.25, metric=metric), LayerHooks(lambda *_: None),
+        )  # fmt: skip
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    on_cpu, _ = _blend(torch.device("cpu"), 0.25, metric=metric)
+    assert torch.equal(result.recomputed_positions.cpu(), on_cpu.recomputed_positions)
+
+
+@pytest.mark.parametrize("tail", [True, False])
+def test_attention_told_where_the_queries_lie_reads_nothing_back(tail: bool) -> None:
+    generator = torch.Generator().manual_seed(3)
+    num_keys = GPU_QUERY_BLOCK + 500
+    positions = torch.arange(num_keys - GPU_QUERY_BLOCK - 100, num_keys)
+    if not tail:
+        positions = positions[positions % 3 != 1]
+    q = torch.randn(positions.numel(), 4, 16, generator=generator)
+    k, v = (torch.randn(num_keys, 2, 16, generator=generator) for _ in range(2))
+    on_cpu = selective_attention(q, k, v, positions, 0.25)
+    inputs = [t.to(CUDA, torch.bfloat16) for t in (q, k, v)]
+    on_device = positions.to(CUDA)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        on_cuda = selective_attention(*inputs, on_device, 0.25, tail)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.testing.assert_close(on_cuda.float().cpu(), on_cpu, atol=2e-2, rtol=2e-2)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from engine.blend.select import GradualSchedule, keep_count, kv_deviation, select_top
+from engine.blend.select import GradualSchedule, keep_count, kv_deviation, select_top, top_rows
 
 
 def kv(seed: int, tokens: int = 10, heads: int = 2, dim: int = 8) -> torch.Tensor:
@@ -126,3 +126,23 @@ def test_question_attention_matches_loop() -> None:
     got = question_attention(queries, positions, keys, scale=0.5)
     assert torch.allclose(got, expected, atol=1e-5)
     assert torch.isclose(got.sum(), torch.tensor(3.0 * 4))  # one softmax per query and head
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_top_rows_picks_what_select_top_picks_from_counts_the_caller_knows(seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(30, generator=generator)
+    forced = torch.rand(30, generator=generator) < 0.3
+    eligible = ~forced & (torch.rand(30, generator=generator) < 0.7)
+    num_forced, num_eligible = int(forced.sum()), int(eligible.sum())
+    for count in (0, 1, num_eligible // 2, num_eligible):
+        got = top_rows(scores, forced, num_forced, count, eligible)
+        expected = select_top(scores, eligible.nonzero().flatten(), count, forced.nonzero())
+        assert got.tolist() == expected.tolist()
+    everything = top_rows(scores, forced, num_forced, 30 - num_forced)
+    assert everything.tolist() == list(range(30))
+
+
+def test_top_rows_refuses_more_rows_than_there_are() -> None:
+    with pytest.raises(ValueError, match="cannot pick"):
+        top_rows(torch.ones(4), torch.zeros(4, dtype=torch.bool), 0, 5)
