@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from gateway.http.projects import PROJECT_NAME, Caller, parse_entries
+from gateway.callers import PROJECT_NAME, Caller, parse_entries
 from retriever import DEFAULT_PROJECT
 
 

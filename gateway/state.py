@@ -11,11 +11,12 @@ from fastapi import Depends, Request
 
 from engine.chunk_cache import ChunkCache
 from engine.runtime import Engine
+from gateway.callers import Caller
 from gateway.http.admission import AdmissionGate
 from gateway.http.errors import APIError
 from gateway.http.limits import CALLER, unauthorized
 from gateway.http.project_usage import UsageBook
-from gateway.http.projects import Caller, KeyRing, resolve_tenant
+from gateway.http.projects import KeyRing, resolve_tenant
 from gateway.http.shutdown import Shutdown
 from gateway.rag.passage_index import KnownPassages
 from gateway.settings import Settings
@@ -74,6 +75,17 @@ class AppState:
     def ready(self) -> bool:
         return self.engine is not None and self.engine.is_alive
 
+    def ready_engine(self) -> Engine:
+        """The engine, for the request path: a 503 while the model loads, after it failed to
+        load or once the engine stopped."""
+        if self.load_error is not None:
+            raise APIError(503, f"The model failed to load: {self.load_error}")
+        if self.engine is None:
+            raise APIError(503, "The model is still loading; retry when /health reports ready.")
+        if not self.engine.is_alive:
+            raise APIError(503, "The engine has stopped; the server needs a restart.")
+        return self.engine
+
     @property
     def neighbour_contexts(self) -> bool:
         """Library chunks' KV is precomputed behind their neighbours."""
@@ -114,12 +126,7 @@ def request_tenant(request: Request) -> Tenant:
 
 def ready_state(request: Request) -> AppState:
     state = app_state(request)
-    if state.load_error is not None:
-        raise APIError(503, f"The model failed to load: {state.load_error}")
-    if state.engine is None:
-        raise APIError(503, "The model is still loading; retry when /health reports ready.")
-    if not state.engine.is_alive:
-        raise APIError(503, "The engine has stopped; the server needs a restart.")
+    state.ready_engine()
     return state
 
 

@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.callers import Caller
 from gateway.http.errors import APIError, error_response
-from gateway.http.projects import Caller, KeyRing
+from gateway.http.projects import KeyRing
 from gateway.settings import Settings
 
 OPEN_PATHS = frozenset({"/health", "/metrics"})

@@ -10,14 +10,15 @@ bounded by the configuration (a project whose keys were removed shows only in th
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import REGISTRY, GaugeMetricFamily, Metric
 
 from gateway.http.library_metrics import read_when_scraped
+from gateway.http.projects import KeyRing
 
 if TYPE_CHECKING:
-    from gateway.state import AppState
+    from retriever import RagObjects
 
 STORED_BYTES = {"documents": "document_bytes", "files": "file_bytes"}
 """Each kind of stored bytes, and its count in `RagObjects.stored_by_project`."""
@@ -28,9 +29,16 @@ def stored_bytes(stored: Mapping[str, int]) -> dict[str, int]:
     return {kind: stored.get(count, 0) for kind, count in STORED_BYTES.items()}
 
 
+class StoredBytesSource(Protocol):
+    """What the collector reads of the serving app's state."""
+
+    rag_objects: RagObjects | None
+    keys: KeyRing
+
+
 class ProjectStorageCollector:
     def __init__(self) -> None:
-        self.state: AppState | None = None
+        self.state: StoredBytesSource | None = None
         """The serving app's state; nothing is exported before its OpenAI objects are open."""
 
     def collect(self) -> Iterator[Metric]:

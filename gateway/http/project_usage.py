@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from prometheus_client import Counter
 
-from gateway.rag.generation import Usage
+from gateway.outputs import Usage
 
 PROJECT_REQUESTS = Counter(
     "ragblend_project_requests_total", "Generation requests per project.", ["project"]

@@ -18,61 +18,14 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import re
 import threading
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.callers import ANONYMOUS, Caller, parse_entries
 from retriever import DEFAULT_PROJECT, Tenant
 
 log = logging.getLogger(__name__)
-PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-"""Project names: 1-64 letters, digits, ``_`` or ``-``, starting with a letter or digit."""
-ADMIN = "admin"
-
-
-@dataclass(frozen=True)
-class Caller:
-    """The principal behind a request."""
-
-    project: str = DEFAULT_PROJECT
-    admin: bool = False
-
-
-ANONYMOUS = Caller()
-"""Every request when authentication is off."""
-
-
-def parse_entries(entries: Iterable[str], source: str) -> dict[str, Caller]:
-    """Keys and their callers from ``key[:project[:admin]]`` entries; blank entries and, in a
-    file, lines starting with ``#`` are skipped. A bad entry raises ValueError naming ``source``
-    and the entry's position (never the key itself: it is a secret)."""
-    callers: dict[str, Caller] = {}
-    for position, raw in enumerate(entries, start=1):
-        entry = raw.strip()
-        if not entry or entry.startswith("#"):
-            continue
-        key, *rest = (part.strip() for part in entry.split(":"))
-        where = f"{source} entry {position}"
-        if not key:
-            raise ValueError(f"{where} has an empty key; entries are key[:project[:admin]]")
-        if len(rest) > 2 or (len(rest) == 2 and rest[1] != ADMIN):
-            raise ValueError(
-                f"{where} is not key, key:project or key:project:admin (the third part may "
-                f"only be '{ADMIN}')"
-            )
-        project = rest[0] if rest else DEFAULT_PROJECT
-        if not PROJECT_NAME.fullmatch(project):
-            raise ValueError(
-                f"{where} names project {project!r}; a project is 1-64 letters, digits, '_' or "
-                "'-', starting with a letter or digit"
-            )
-        caller = Caller(project, admin=len(rest) == 2)
-        if callers.get(key, caller) != caller:
-            raise ValueError(f"{where} repeats a key with another project or role")
-        callers[key] = caller
-    return callers
 
 
 def read_key_file(path: Path) -> dict[str, Caller]:

@@ -17,13 +17,12 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
-from gateway.http.serving import FinishedChoice
 from gateway.openai.objects import dump
 from gateway.openai.response_request import ResponsesTurn
 from gateway.openai.search import FoundChunk
 from gateway.openai.tool_calls import ReadAnswer, read_answer
 from gateway.openai.tools import ToolCalling
-from gateway.rag.generation import Usage
+from gateway.outputs import FinishedChoice, Usage
 
 
 def new_id(prefix: str) -> str:
@@ -176,6 +175,6 @@ class ResponseBuilder:
         return self.final
 
     def body(self, choices: list[FinishedChoice], usage: Usage) -> dict[str, Any]:
-        """The non-streamed answer (``gateway.http.serving.BodyFormat``)."""
+        """The non-streamed answer (``gateway.serve.respond.BodyFormat``)."""
         choice = choices[0] if choices else FinishedChoice(0)
         return self.finished(choice.text, choice.finish_reason, usage)

@@ -20,7 +20,7 @@ class ToolEvents:
     """Turns a tool stream's pieces into events, numbering the output items as they open."""
 
     def __init__(self, write: Callable[..., str], builder: ResponseBuilder) -> None:
-        """``write`` is ``gateway.openai.response_events.EventWriter``."""
+        """``write`` is ``gateway.serve.response_events.EventWriter``."""
         assert builder.calling is not None
         self.write = write
         self.builder = builder

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from functools import partial
@@ -13,67 +13,27 @@ from typing import Any
 from vllm import SamplingParams
 from vllm.utils.async_utils import merge_async_iterators
 
-from engine.contract import BlendPlan, BlendStats
+from engine.contract import BlendStats
 from engine.runtime import Engine
+from gateway.outputs import ChoiceDelta, TokenLogprob, Usage
 from gateway.rag.blending import blend_summary
-from gateway.rag.chunked_prompt import ChunkContext
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    token: str
-    logprob: float
-    top: list[tuple[str, float]]
-
-
-@dataclass(frozen=True)
-class ChoiceDelta:
-    index: int
-    text: str
-    num_tokens: int
-    logprobs: list[TokenLogprob] | None
-    finish_reason: str | None
-    token_ids: Sequence[int] = ()
-    """The delta's tokens, which some tool parsers read besides the text."""
-
-
-@dataclass
-class Usage:
-    prompt_tokens: int
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    """Prompt tokens taken from caches: blended chunk KV and vLLM's prefix cache."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.prompt_tokens + self.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
-        }
+from gateway.rag.planned_turn import PlannedTurn
 
 
 @dataclass
 class Generation:
-    """The prompts of one request; iterate ``deltas()`` once."""
+    """A planned turn's prompts through the engine; iterate ``deltas()`` once. Prompts without
+    a plan run under the tenant's prefix-cache salt (a plan carries its own)."""
 
     engine: Engine
-    prompts: Sequence[list[int]]
+    turn: PlannedTurn
     params: SamplingParams
-    plan: BlendPlan | None = None
-    kv_salt: str = ""
-    """The project's salt of vLLM's prefix cache for prompts without a plan (a plan carries
-    its own, `BlendPlan.kv_salt`); empty: shared."""
-    context: ChunkContext = "cold"
-    """What the plan's chunks' KV was computed in (reported in the blend summary)."""
-    tool_span: int | None = None
-    """Which of the plan's spans is the chat template's tool catalog."""
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
 
     def __post_init__(self) -> None:
-        self.usage = Usage(prompt_tokens=sum(len(ids) for ids in self.prompts))
+        self.usage = Usage(prompt_tokens=sum(len(ids) for ids in self.turn.prompts))
         self._stats: dict[int, BlendStats] = {}
         """The worker's statistics of each prompt (by position) that it blended."""
 
@@ -83,11 +43,11 @@ class Generation:
         return next(reversed(self._stats.values()), None)
 
     def blend_summary(self) -> dict[str, Any] | None:
-        if self.plan is None:
+        turn, usage = self.turn, self.usage
+        if turn.plan is None:
             return None
-        usage = self.usage
         stats, prompt_tokens, cached = self.blend_stats, usage.prompt_tokens, usage.cached_tokens
-        return blend_summary(self.plan, stats, prompt_tokens, cached, self.context, self.tool_span)
+        return blend_summary(turn.plan, stats, prompt_tokens, cached, turn.context, turn.tool_span)
 
     @property
     def time_to_first_token(self) -> float | None:
@@ -95,16 +55,17 @@ class Generation:
 
     async def deltas(self) -> AsyncIterator[ChoiceDelta]:
         """Choice index = prompt position * n + completion index, as OpenAI numbers them."""
+        plan = self.turn.plan
         streams = [
             self.engine.generate(
                 f"{self.request_id}-{position}",
                 ids,
                 self.params,
-                self.plan,
+                plan,
                 on_stats=partial(self._stats.__setitem__, position),
-                cache_salt=(self.kv_salt or None) if self.plan is None else None,
+                cache_salt=(self.turn.kv_salt or None) if plan is None else None,
             )
-            for position, ids in enumerate(self.prompts)
+            for position, ids in enumerate(self.turn.prompts)
         ]
         async with aclosing(merge_async_iterators(*streams)) as merged:
             async for position, output in merged:

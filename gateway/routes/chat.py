@@ -12,16 +12,15 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from gateway.http.admission import check_choice_count
-from gateway.http.serving import FinishedChoice, PreparedRequest, respond, response_id
 from gateway.openai.protocol import ChatCompletionRequest
 from gateway.openai.tool_calls import read_answer
 from gateway.openai.tool_stream import StreamPiece, ToolStream
 from gateway.openai.tools import ToolCalling, parser_name, tool_calling
-from gateway.rag.blending import blend_plan
-from gateway.rag.chunked_prompt import chat_with_chunks, chat_with_tools
-from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
-from gateway.rag.pasted_prompt import pasted_chat, segmenting
-from gateway.rag.retrieval import learning_plan, learnt_chunks, request_chunks
+from gateway.outputs import ChoiceDelta, FinishedChoice, TokenLogprob, Usage
+from gateway.rag.pasted_prompt import segmenting
+from gateway.serve.plan import TurnAsk, plan_turn
+from gateway.serve.respond import PreparedRequest, respond, response_id
+from gateway.serve.shapes import ChatShape
 from gateway.state import CurrentState, RequestTenant, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
@@ -43,49 +42,14 @@ async def create_chat_completion(
     tools = None if calling is None else calling.template_tools()
     segment = segmenting(body, state.settings, one_text=True)
     ready_state(request)  # 503 while the model loads or once the engine stopped
-    engine = state.engine
-    assert engine is not None
-    plan, sources, pasted_passages, context = None, None, None, "cold"
-    after_blend, tool_span = None, None
-    questions = [message.text for message in body.messages if message.role == "user"]
-    question = questions[-1] if questions else ""
-    chunks = None if segment else await request_chunks(body, question, state, tenant)
-    if chunks is not None:
-        chunked = chat_with_chunks(body.messages, chunks, state.tokenizer, tools)
-        chunks = learnt_chunks(chunks, chunked, state, tenant)
-        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
-        plan, after_blend = learning_plan(chunks, chunked, plan, state, tenant)
-        prompt, sources, context = chunked.token_ids, chunks.sources, chunks.context
-        tool_span = chunked.tool_span
-    elif segment:
-        pasted = await pasted_chat(body.messages, tools, state, tenant)
-        plan = pasted.plan(body.blend, state.settings, engine.blending, state.neighbour_contexts)
-        prompt, pasted_passages = pasted.prompt.token_ids, len(pasted.passages)
-        context = pasted.context(state.neighbour_contexts)
-        tool_span = pasted.prompt.tool_span
-    else:
-        with_tools = chat_with_tools(body.messages, state.tokenizer, tools)
-        prompt = with_tools.token_ids
-        if with_tools.spans and engine.blending:
-            context, tool_span = "tools", with_tools.tool_span
-            plan = blend_plan(with_tools, body.blend, state.settings, True, context)
+    shape = ChatShape(body.messages, tools, state.tokenizer)
+    ask = TurnAsk(body.blend, body.document_texts, body.retrieval, segment)
+    turn = await plan_turn(shape, ask, state, tenant)
     top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     completion_id, created = response_id("chatcmpl")
     response_format = ChatFormat(completion_id, created, body.model, calling, state.tokenizer)
     guided = None if calling is None else calling.structured_outputs()
-    prepared = PreparedRequest(
-        body,
-        [prompt],
-        plan,
-        top_logprobs,
-        arrived,
-        sources,
-        guided,
-        pasted_passages,
-        context,
-        after_blend,
-        tool_span,
-    )
+    prepared = PreparedRequest(body, turn, top_logprobs, arrived, guided)
     return await respond(request, state, prepared, response_format)
 
 

@@ -11,14 +11,12 @@ from fastapi.responses import Response
 
 from gateway.http.admission import check_choice_count
 from gateway.http.errors import APIError
-from gateway.http.serving import FinishedChoice, PreparedRequest, respond, response_id
 from gateway.openai.protocol import CompletionRequest, PromptInput
-from gateway.rag.blending import blend_plan
-from gateway.rag.chunked_prompt import completion_with_chunks
-from gateway.rag.generation import ChoiceDelta, TokenLogprob, Usage
-from gateway.rag.pasted_prompt import pasted_completion, segmenting
-from gateway.rag.prompts import completion_prompts
-from gateway.rag.retrieval import learning_plan, learnt_chunks, request_chunks
+from gateway.outputs import ChoiceDelta, FinishedChoice, TokenLogprob, Usage
+from gateway.rag.pasted_prompt import segmenting
+from gateway.serve.plan import TurnAsk, plan_turn
+from gateway.serve.respond import PreparedRequest, respond, response_id
+from gateway.serve.shapes import CompletionShape
 from gateway.state import CurrentState, RequestTenant, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])
@@ -36,37 +34,13 @@ async def create_completion(
     text = _prompt_text(body)
     segment = segmenting(body, state.settings, one_text=text is not None)
     ready_state(request)  # 503 while the model loads or once the engine stopped
-    engine = state.engine
-    assert engine is not None
-    plan, sources, pasted_passages, context = None, None, None, "cold"
-    after_blend = None
-    chunks = None if text is None or segment else await request_chunks(body, text, state, tenant)
-    if text is not None and chunks is not None:
-        chunked = completion_with_chunks(text, chunks, state.tokenizer)
-        chunks = learnt_chunks(chunks, chunked, state, tenant)
-        plan = blend_plan(chunked, body.blend, state.settings, engine.blending, chunks.context)
-        plan, after_blend = learning_plan(chunks, chunked, plan, state, tenant)
-        prompts, sources, context = [chunked.token_ids], chunks.sources, chunks.context
-    elif text is not None and segment:
-        pasted = await pasted_completion(text, state, tenant)
-        plan = pasted.plan(body.blend, state.settings, engine.blending, state.neighbour_contexts)
-        prompts, pasted_passages = [pasted.prompt.token_ids], len(pasted.passages)
-        context = pasted.context(state.neighbour_contexts)
-    else:
-        prompts = completion_prompts(body.prompt, state.tokenizer, engine.vocab_size)
+    engine = state.ready_engine()
+    shape = CompletionShape(body.prompt, text, state.tokenizer, engine.vocab_size)
+    ask = TurnAsk(body.blend, body.document_texts, body.retrieval, segment)
+    turn = await plan_turn(shape, ask, state, tenant)
     completion_id, created = response_id("cmpl")
     response_format = CompletionFormat(completion_id, created, body.model)
-    prepared = PreparedRequest(
-        body,
-        prompts,
-        plan,
-        body.logprobs,
-        arrived,
-        sources,
-        pasted_passages=pasted_passages,
-        context=context,
-        after_blend=after_blend,
-    )
+    prepared = PreparedRequest(body, turn, body.logprobs, arrived)
     return await respond(request, state, prepared, response_format)
 
 

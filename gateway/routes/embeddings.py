@@ -7,7 +7,6 @@ from typing import Any, cast
 
 from fastapi import APIRouter, Depends, Request
 
-from gateway.openai.deps import JSONBody
 from gateway.openai.embeddings import (
     CountingEmbedder,
     check_fit,
@@ -15,6 +14,7 @@ from gateway.openai.embeddings import (
     embedding_response,
     parse_query,
 )
+from gateway.routes.deps import JSONBody
 from gateway.state import authorized, library_state
 
 router = APIRouter(dependencies=[Depends(authorized)])

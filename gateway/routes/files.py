@@ -2,7 +2,7 @@
 
 An uploaded file becomes a library document at once: its text is extracted, chunked, embedded
 and indexed (the chunk KV is precomputed in the background), so attaching it to a vector store is
-immediate. Files with the same text (and chunking, `gateway.openai.rechunk`) share one document,
+immediate. Files with the same text (and chunking, `gateway.routes.rechunk`) share one document,
 deleted with the last of them.
 """
 
@@ -24,11 +24,11 @@ from gateway.http.multipart import (
     read_multipart_form,
 )
 from gateway.http.upload_text import upload_text
-from gateway.openai.deps import ProjectObjects, RagState
 from gateway.openai.objects import deleted, file_object
 from gateway.openai.pagination import FilePage, cursor_error, list_body
-from gateway.openai.rechunk import drop_document
 from gateway.openai.validation import parse_params
+from gateway.routes.deps import ProjectObjects, RagState
+from gateway.routes.rechunk import drop_document
 from gateway.state import AppState, authorized
 from retriever import FileRecord, RagObjects, UnknownCursor, new_file_id
 

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
+from gateway.callers import Caller
 from gateway.http.errors import APIError
 from gateway.http.project_storage import stored_bytes
-from gateway.http.projects import Caller
 from gateway.state import AppState, authorized, library_state
 
 router = APIRouter()

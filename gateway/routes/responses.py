@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -20,18 +21,20 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
 from gateway.http.errors import APIError
-from gateway.http.serving import PreparedRequest, json_response, start_generation
-from gateway.openai.answer_prompt import answer_prompt, answer_room, conversation
-from gateway.openai.deps import JSONBody, ProjectObjects, objects_of
-from gateway.openai.protocol import SamplingFields
+from gateway.openai.protocol import ChatMessage, SamplingFields
 from gateway.openai.ranking import ranking_for
 from gateway.openai.response_build import ResponseBuilder
-from gateway.openai.response_events import response_events
 from gateway.openai.response_request import ResponsesTurn, parse_turn
 from gateway.openai.response_tools import assistant_turn, function_choice
 from gateway.openai.search import FoundChunk, StoreSearch, search_stores
 from gateway.openai.tools import ToolCalling, parser_name, tool_calling
 from gateway.openai.validation import invalid
+from gateway.rag.chunked_prompt import Chunks, stored_chunks
+from gateway.routes.deps import JSONBody, ProjectObjects, objects_of
+from gateway.serve.plan import TurnAsk, plan_turn
+from gateway.serve.respond import PreparedRequest, json_response, start_generation
+from gateway.serve.response_events import response_events
+from gateway.serve.shapes import ChatShape
 from gateway.state import (
     AppState,
     CurrentState,
@@ -59,20 +62,14 @@ async def create_response(
     history = await _history(state, tenant, turn)
     found = None if turn.file_search is None else await _search(state, tenant, turn)
     tools = None if calling is None else calling.template_tools()
-    room = answer_room(turn, state)
-    prompt = answer_prompt(conversation(turn, history), found, state, room, tools)
-    builder = ResponseBuilder(turn, prompt.placed, calling, state.tokenizer)
+    shape = ChatShape(_conversation(turn, history), tools, state.tokenizer)
+    room = turn.max_output_tokens or state.settings.max_tokens_default
+    ask = TurnAsk(found=_chunks(found, state), room=room, default_retrieval=False)
+    planned = await plan_turn(shape, ask, state, tenant)
+    placed = found if planned.placed is None else found[: planned.placed]
+    builder = ResponseBuilder(turn, placed, calling, state.tokenizer)
     guided = None if calling is None else calling.structured_outputs()
-    prepared = PreparedRequest(
-        fields,
-        [prompt.token_ids],
-        prompt.plan,
-        None,
-        arrived,
-        structured_outputs=guided,
-        context=prompt.context,
-        tool_span=prompt.tool_span,
-    )
+    prepared = PreparedRequest(fields, planned, None, arrived, guided)
     started = start_generation(request, state, prepared)
     keep = partial(_keep, state, tenant, turn, history)
     if turn.stream:
@@ -84,6 +81,21 @@ async def create_response(
     if builder.final is not None:
         await keep(builder.final)
     return response
+
+
+def _conversation(turn: ResponsesTurn, history: list[dict[str, Any]]) -> list[ChatMessage]:
+    """The instructions (this turn's only), the earlier turns, then this turn's input."""
+    system = [] if turn.instructions is None else [{"role": "system", "content": turn.instructions}]
+    return [ChatMessage.model_validate(message) for message in system + history + turn.messages]
+
+
+def _chunks(found: list[FoundChunk] | None, state: AppState) -> Chunks | None:
+    """What ``file_search`` found as chunks, best first (their stored token ids); None when it
+    found nothing."""
+    if not found:
+        return None
+    chunks = stored_chunks([chunk.hit.token_ids for chunk in found], state.tokenizer)
+    return replace(chunks, context="library" if state.neighbour_contexts else "cold")
 
 
 def _sampling(turn: ResponsesTurn) -> SamplingFields:

@@ -14,10 +14,10 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field, ValidationError
 
 from gateway.http.errors import APIError
-from gateway.openai.deps import JSONBody
 from gateway.openai.protocol import ChatMessage, Text
 from gateway.openai.validation import invalid
 from gateway.rag.prompts import chat_prompt
+from gateway.routes.deps import JSONBody
 from gateway.state import AppState, authorized, check_model, ready_state
 
 router = APIRouter(dependencies=[Depends(authorized)])

@@ -2,7 +2,7 @@
 
 Files are indexed when they are uploaded, so an attached file is ``completed`` at once and a
 batch is attached whole or not at all: one unknown file id and nothing is attached (404). A
-``chunking_strategy`` other than the file's re-chunks it first (`gateway.openai.rechunk`).
+``chunking_strategy`` other than the file's re-chunks it first (`gateway.routes.rechunk`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from openai.types.vector_stores import (
 
 from gateway.http.errors import APIError
 from gateway.openai.chunking_strategy import strategy_object
-from gateway.openai.deps import JSONBody, ProjectObjects, RagState
 from gateway.openai.objects import batch_object, deleted, vector_store_file_object
 from gateway.openai.pagination import Page, cursor_error, list_body
-from gateway.openai.rechunk import ChunkingRequest, chunk_files, chunking_asked, requests_for
 from gateway.openai.store_params import attachments_for, unknown_files, vector_store_not_found
 from gateway.openai.validation import check_attributes, check_text, parse_params
+from gateway.routes.deps import JSONBody, ProjectObjects, RagState
+from gateway.routes.rechunk import ChunkingRequest, chunk_files, chunking_asked, requests_for
 from gateway.state import AppState, authorized
 from retriever import (
     Attachment,

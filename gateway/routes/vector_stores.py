@@ -18,12 +18,10 @@ from openai.types import (
 )
 
 from gateway.http.errors import APIError
-from gateway.openai.deps import JSONBody, ProjectObjects, RagState
 from gateway.openai.filters import parse_filter
 from gateway.openai.objects import deleted, dump, vector_store_object
 from gateway.openai.pagination import Page, cursor_error, list_body
 from gateway.openai.ranking import RankingOptions, ranking_for
-from gateway.openai.rechunk import chunk_files, chunking_asked, requests_for
 from gateway.openai.search import StoreSearch, search_stores
 from gateway.openai.store_params import (
     attachments_for,
@@ -32,6 +30,8 @@ from gateway.openai.store_params import (
     vector_store_not_found,
 )
 from gateway.openai.validation import check_metadata, check_text, parse_params
+from gateway.routes.deps import JSONBody, ProjectObjects, RagState
+from gateway.routes.rechunk import chunk_files, chunking_asked, requests_for
 from gateway.state import authorized
 from retriever import UnknownCursor, UnknownFiles
 

@@ -9,7 +9,7 @@ from functools import partial
 
 from engine.contract import BlendPlan, BlendStats
 from gateway.http.errors import APIError
-from gateway.openai.protocol import RetrievalOptions, SamplingFields
+from gateway.openai.protocol import RetrievalOptions
 from gateway.openai.ranking import ranking_for
 from gateway.rag.chunked_prompt import ChunkedPrompt, Chunks, document_chunks, stored_chunks
 from gateway.rag.learnt_tracker import Arrangement
@@ -18,17 +18,18 @@ from retriever import Tenant
 
 
 async def request_chunks(
-    fields: SamplingFields, query: str, state: AppState, tenant: Tenant
+    documents: list[str] | None,
+    retrieval: RetrievalOptions | None,
+    query: str,
+    state: AppState,
+    tenant: Tenant,
 ) -> Chunks | None:
-    """The chunks to place before the question, or None for a plain request; retrieval
-    searches only `tenant`'s documents."""
-    documents = fields.document_texts
+    """The chunks to place before the question: the sent ``documents``, else what
+    ``retrieval`` finds for ``query`` among `tenant`'s documents; None for a plain request."""
     if documents is not None:
         state.passages.remember(documents, tenant.kv_salt)
         return document_chunks(documents, state.tokenizer)
-    options = fields.retrieval
-    if options is None and state.settings.retrieval_by_default and state.library is not None:
-        options = RetrievalOptions()
+    options = retrieval
     if options is None:
         return None
     if state.library is None:

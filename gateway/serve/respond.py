@@ -1,4 +1,5 @@
-"""Serve a generation as JSON or as server-sent events, with admission, metrics and cancellation."""
+"""Serve a planned turn's generation as JSON or as server-sent events, with admission, metrics
+and cancellation."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fastapi import Request
@@ -17,30 +18,22 @@ from vllm.exceptions import VLLMClientError
 from vllm.sampling_params import StructuredOutputsParams
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from engine.contract import BlendPlan, BlendStats
 from gateway.http import metrics
 from gateway.http.errors import APIError
 from gateway.http.shutdown import Shutdown, until_deadline
 from gateway.openai.protocol import SamplingFields
 from gateway.openai.sampling import default_max_tokens, sampling_params
-from gateway.rag.chunked_prompt import ChunkContext
-from gateway.rag.generation import ChoiceDelta, Generation, TokenLogprob, Usage
+from gateway.outputs import ChoiceDelta, FinishedChoice, Usage
+from gateway.rag.generation import Generation
+from gateway.rag.planned_turn import PlannedTurn
 from gateway.rag.prompts import completion_budget
-from gateway.state import AppState, request_tenant
+from gateway.state import AppState
 
 log = logging.getLogger(__name__)
 
 DONE = "data: [DONE]\n\n"
 CLIENT_CLOSED_REQUEST = 499
 DISCONNECT_POLL_SECONDS = 0.25
-
-
-@dataclass
-class FinishedChoice:
-    index: int
-    text: str = ""
-    logprobs: list[TokenLogprob] | None = None
-    finish_reason: str | None = None
 
 
 class BodyFormat(Protocol):
@@ -75,25 +68,14 @@ def served_error(exc: Exception) -> APIError:
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """A request's token-id prompts, with the blend plan when it carries chunks."""
+    """A planned turn with what the route read for its sampling."""
 
     fields: SamplingFields
-    prompts: list[list[int]]
-    plan: BlendPlan | None
+    turn: PlannedTurn
     logprobs: int | None
     arrived: float
-    sources: list[dict[str, Any]] | None = None
-    """Retrieved chunks the prompt was built from, reported back to the client."""
     structured_outputs: StructuredOutputsParams | None = None
     """What decoding must follow: the JSON a required or named ``tool_choice`` asks for."""
-    pasted_passages: int | None = None
-    """With ``blend.segment``: how many known passages the prompt's chunks are."""
-    context: ChunkContext = "cold"
-    """What the plan's chunks' KV was computed in."""
-    after_blend: Callable[[BlendStats | None], object] | None = None
-    """Called with the worker's blend statistics when the request ends (learning on the spot)."""
-    tool_span: int | None = None
-    """Which of the plan's spans is the chat template's tool catalog."""
 
 
 @dataclass(frozen=True)
@@ -138,27 +120,15 @@ def start_generation(
     request: Request, state: AppState, prepared: PreparedRequest
 ) -> StartedGeneration:
     """Budget the completion and admit the request; its generation starts when iterated."""
-    engine = state.engine
-    assert engine is not None
-    fields = prepared.fields
+    engine = state.ready_engine()
+    fields, turn = prepared.fields, prepared.turn
     default = default_max_tokens(engine, state.settings.max_tokens_default)
     budget = min(
         completion_budget(len(ids), fields.max_tokens, engine.max_model_len, default)
-        for ids in prepared.prompts
+        for ids in turn.prompts
     )
     params = sampling_params(fields, budget, prepared.logprobs, engine, prepared.structured_outputs)
-    tenant = request_tenant(request)
-    plan = None if prepared.plan is None else replace(prepared.plan, kv_salt=tenant.kv_salt)
-    generation = Generation(
-        engine,
-        prepared.prompts,
-        params,
-        plan,
-        kv_salt=tenant.kv_salt,
-        context=prepared.context,
-        tool_span=prepared.tool_span,
-        started=prepared.arrived,
-    )
+    generation = Generation(engine, turn, params, started=prepared.arrived)
     route = metrics.route_label(request.url.path)
     state.gate.enter()
     metrics.IN_FLIGHT.labels(route).inc()
@@ -168,14 +138,14 @@ def start_generation(
         state.gate.leave()
         metrics.IN_FLIGHT.labels(route).dec()
         metrics.GENERATION_TOKENS.labels(route).inc(generation.usage.completion_tokens)
-        state.usage.record(tenant.project, generation.usage)
+        state.usage.record(turn.tenant.project, generation.usage)
         if generation.time_to_first_token is not None:
             metrics.TIME_TO_FIRST_TOKEN.labels(route).observe(generation.time_to_first_token)
         summary = generation.blend_summary()
         if summary is not None:
             metrics.record_blend(summary)
-        if prepared.after_blend is not None:
-            prepared.after_blend(generation.blend_stats)
+        if turn.after_blend is not None:
+            turn.after_blend(generation.blend_stats)
 
     return StartedGeneration(generation, finish)
 
@@ -226,13 +196,14 @@ def _with_extras(
     payload: dict[str, Any], generation: Generation, prepared: PreparedRequest
 ) -> dict[str, Any]:
     """ragblend's additions: the blend summary and what retrieval used."""
+    turn = prepared.turn
     summary = generation.blend_summary()
-    if summary is not None and prepared.pasted_passages is not None:
-        summary["pasted_passages"] = prepared.pasted_passages
+    if summary is not None and turn.pasted_passages is not None:
+        summary["pasted_passages"] = turn.pasted_passages
     if summary is not None:
         payload = {**payload, "blend": summary}
-    if prepared.sources is not None:
-        payload = {**payload, "retrieval": prepared.sources}
+    if turn.sources is not None:
+        payload = {**payload, "retrieval": turn.sources}
     return payload
 
 

@@ -20,10 +20,10 @@ from typing import Any
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from gateway.http.serving import StartedGeneration, served_error
 from gateway.http.shutdown import until_deadline
 from gateway.openai.response_build import ResponseBuilder
 from gateway.openai.response_tool_events import ToolEvents
+from gateway.serve.respond import StartedGeneration, served_error
 
 _EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 

@@ -11,11 +11,12 @@ import pytest
 from fastapi import FastAPI
 
 from gateway.app import create_app
+from gateway.callers import ANONYMOUS, Caller, parse_entries
 from gateway.http.admission import check_choice_count
 from gateway.http.errors import APIError
 from gateway.http.limits import body_limit
 from gateway.http.metrics import route_label
-from gateway.http.projects import ANONYMOUS, Caller, KeyRing, parse_entries
+from gateway.http.projects import KeyRing
 from gateway.settings import Settings
 
 KEY = "test-key"

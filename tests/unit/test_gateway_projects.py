@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gateway.openai.protocol import ChatCompletionRequest
-from gateway.rag.generation import Usage
-from gateway.rag.retrieval import request_chunks
+from gateway.outputs import Usage
+from gateway.serve.chunk_sources import request_chunks
 from retriever import STORE_FILE, Library, NewDocument, RagObjects, StoredResponse
 from tests.unit import project_probes
 from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder, ready_app
@@ -67,7 +67,9 @@ def test_chat_retrieval_searches_only_the_callers_project(app):
     fields = ChatCompletionRequest(model="served", messages=messages, retrieval={})
     for project, expected in (("beta", None), ("default", None), ("alpha", "F-2291")):
         chunks = asyncio.run(
-            request_chunks(fields, project_probes.QUERY, state, state.tenant(project))
+            request_chunks(
+                None, fields.retrieval, project_probes.QUERY, state, state.tenant(project)
+            )
         )
         assert chunks is not None
         texts = " ".join(state.tokenizer.decode(ids) for ids in chunks.token_ids)
@@ -152,7 +154,9 @@ def test_two_projects_hold_the_same_document_id_and_see_only_the_ids_they_gave(a
         retrieval = {"document_ids": [made.document_id]}
         fields = ChatCompletionRequest(model="served", messages=messages, retrieval=retrieval)
         chunks = asyncio.run(
-            request_chunks(fields, project_probes.DOCUMENT_TEXT, state, state.tenant(project))
+            request_chunks(
+                None, fields.retrieval, project_probes.DOCUMENT_TEXT, state, state.tenant(project)
+            )
         )
         assert [source["document_id"] for source in chunks.sources] == [made.document_id]
         assert found[0]["ragblend"]["document_id"] == file_ids[0]

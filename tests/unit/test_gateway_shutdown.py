@@ -16,7 +16,6 @@ from vllm import SamplingParams
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from gateway.http.errors import APIError
-from gateway.http.serving import DONE, PreparedRequest, _events, served_error
 from gateway.http.shutdown import (
     CloseConnectionsWhenStopping,
     GracefulServer,
@@ -25,7 +24,10 @@ from gateway.http.shutdown import (
 )
 from gateway.openai.protocol import CompletionRequest
 from gateway.rag.generation import Generation
+from gateway.rag.planned_turn import PlannedTurn
 from gateway.routes.completions import CompletionFormat
+from gateway.serve.respond import DONE, PreparedRequest, _events, served_error
+from retriever import Tenant
 
 
 class Ticker:
@@ -85,8 +87,9 @@ async def test_an_error_before_the_first_delta_ends_the_stream_with_an_event_and
     """A generation without an engine fails unexpectedly at its first step."""
     fields = CompletionRequest(model="m", prompt="p", stream=True)
     no_engine: Any = None
-    generation = Generation(no_engine, [[1, 2]], SamplingParams(max_tokens=1))
-    prepared = PreparedRequest(fields, [[1, 2]], None, None, arrived=0.0)
+    turn = PlannedTurn(Tenant("default", ""), [[1, 2]])
+    generation = Generation(no_engine, turn, SamplingParams(max_tokens=1))
+    prepared = PreparedRequest(fields, turn, None, arrived=0.0)
     finished: list[bool] = []
     events = _events(
         generation,

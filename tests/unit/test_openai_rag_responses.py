@@ -9,10 +9,10 @@ from pydantic import TypeAdapter
 
 from gateway.http.errors import APIError
 from gateway.openai.response_build import ResponseBuilder
-from gateway.openai.response_events import EventWriter, closing_events, opening_events
 from gateway.openai.response_request import parse_turn
 from gateway.openai.search import FoundChunk
-from gateway.rag.generation import Usage
+from gateway.outputs import Usage
+from gateway.serve.response_events import EventWriter, closing_events, opening_events
 from retriever.library.documents import Hit
 from retriever.objects.vector_store_records import StoreFileRecord
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from gateway.http.projects import Caller, KeyRing, parse_entries
+from gateway.callers import Caller, parse_entries
+from gateway.http.projects import KeyRing
 from gateway.settings import Settings
 
 

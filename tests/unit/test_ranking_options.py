@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from gateway.http.errors import APIError
 from gateway.openai.protocol import ChatCompletionRequest
 from gateway.openai.response_request import parse_turn
-from gateway.rag.retrieval import request_chunks
+from gateway.serve.chunk_sources import request_chunks
 from retriever import STORE_FILE, Library, RagObjects
 from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder, client, ready_app
 from tests.unit.test_retriever_keyword_search import CALM, CODE, PETS, QUESTION
@@ -121,7 +121,9 @@ def retrieved(served, retrieval: dict[str, Any]) -> list[str]:
     messages = [{"role": "user", "content": QUESTION}]
     fields = ChatCompletionRequest(model="served", messages=messages, retrieval=retrieval)
     state = http.app.state.ragblend
-    chunks = asyncio.run(request_chunks(fields, QUESTION, state, state.tenant("default")))
+    chunks = asyncio.run(
+        request_chunks(None, fields.retrieval, QUESTION, state, state.tenant("default"))
+    )
     assert chunks is not None
     files = [
         state.rag_objects.in_project(state.tenant("default")).files.get(source["document_id"])

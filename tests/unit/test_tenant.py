@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import pytest
 from starlette.requests import Request
 
+from gateway.callers import Caller
 from gateway.http.limits import CALLER
-from gateway.http.projects import Caller, resolve_tenant
+from gateway.http.projects import resolve_tenant
 from gateway.settings import Settings
 from gateway.state import TENANT, AppState, request_tenant
 from retriever import DEFAULT_PROJECT, Library, NewDocument, RagObjects, Tenant
