@@ -86,6 +86,23 @@ class AppState:
             raise APIError(503, "The engine has stopped; the server needs a restart.")
         return self.engine
 
+    def ready_library(self) -> Library:
+        """The document library, for the request path: a 503 while it is unavailable (not loaded
+        yet, or it failed to open: serving goes on without retrieval)."""
+        self.ready_engine()
+        if self.library is None:
+            raise APIError(503, "The document library is unavailable; see the server log.")
+        return self.library
+
+    def ready_objects(self) -> RagObjects:
+        """OpenAI's files, vector stores and stored responses, for the request path: a 503 while
+        they are unavailable (they open with the library)."""
+        self.ready_library()
+        if self.rag_objects is None:
+            message = "Files, vector stores and stored responses are unavailable; see the log."
+            raise APIError(503, message)
+        return self.rag_objects
+
     @property
     def neighbour_contexts(self) -> bool:
         """Library chunks' KV is precomputed behind their neighbours."""
@@ -142,9 +159,8 @@ def check_model(requested: str, state: AppState) -> None:
 
 
 def library_state(request: Request) -> AppState:
-    state = ready_state(request)
-    if state.library is None:
-        raise APIError(503, "The document library is unavailable; see the server log.")
+    state = app_state(request)
+    state.ready_library()
     return state
 
 

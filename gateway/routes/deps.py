@@ -7,15 +7,13 @@ from typing import Annotated, Any
 
 from fastapi import Body, Depends, Request
 
-from gateway.http.errors import APIError
-from gateway.state import AppState, RequestTenant, library_state
+from gateway.state import AppState, RequestTenant, app_state
 from retriever import RagObjects, Tenant
 
 
 def rag_state(request: Request) -> AppState:
-    state = library_state(request)
-    if state.rag_objects is None:
-        raise APIError(503, "Files and vector stores are unavailable; see the server log.")
+    state = app_state(request)
+    state.ready_objects()
     return state
 
 
@@ -24,8 +22,7 @@ RagState = Annotated[AppState, Depends(rag_state)]
 
 def objects_of(state: AppState, tenant: Tenant) -> RagObjects:
     """`tenant`'s files, vector stores and stored responses."""
-    assert state.rag_objects is not None
-    return state.rag_objects.in_project(tenant)
+    return state.ready_objects().in_project(tenant)
 
 
 def project_objects(state: RagState, tenant: RequestTenant) -> RagObjects:

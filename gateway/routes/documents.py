@@ -44,10 +44,10 @@ async def ingest_documents(
 ) -> dict[str, Any]:
     from retriever import DocumentConflict, InvalidIngest
 
-    assert state.library is not None
-    documents = await _read_documents(request, state.settings, state.library.default_chunking)
+    library = state.ready_library()
+    documents = await _read_documents(request, state.settings, library.default_chunking)
     try:
-        results = await asyncio.to_thread(state.library.ingest, documents, tenant=tenant)
+        results = await asyncio.to_thread(library.ingest, documents, tenant=tenant)
     except DocumentConflict as exc:
         raise APIError(409, str(exc), param="documents") from exc
     except InvalidIngest as exc:
@@ -180,9 +180,9 @@ async def list_documents(
     offset: int = Query(0, ge=0),
     limit: int = Query(20, ge=1, le=200),
 ) -> dict[str, Any]:
-    assert state.library is not None
-    rows, total = await asyncio.to_thread(state.library.list, offset, limit, tenant=tenant)
-    data = [_document(row, state.library) for row in rows]
+    library = state.ready_library()
+    rows, total = await asyncio.to_thread(library.list, offset, limit, tenant=tenant)
+    data = [_document(row, library) for row in rows]
     return {"object": "list", "data": data, "total": total, "offset": offset, "limit": limit}
 
 
@@ -190,19 +190,19 @@ async def list_documents(
 async def get_document(
     document_id: str, state: LibraryState, tenant: RequestTenant
 ) -> dict[str, Any]:
-    assert state.library is not None
-    row = await asyncio.to_thread(state.library.get, document_id, tenant=tenant)
+    library = state.ready_library()
+    row = await asyncio.to_thread(library.get, document_id, tenant=tenant)
     if row is None:
         raise APIError(404, f"No document '{document_id}'.", param="id", code="document_not_found")
-    return _document(row, state.library)
+    return _document(row, library)
 
 
 @router.delete("/v1/documents/{document_id}")
 async def delete_document(
     document_id: str, state: LibraryState, tenant: RequestTenant
 ) -> dict[str, Any]:
-    assert state.library is not None
-    chunks = await asyncio.to_thread(state.library.delete, document_id, tenant=tenant)
+    library = state.ready_library()
+    chunks = await asyncio.to_thread(library.delete, document_id, tenant=tenant)
     if chunks is None:
         raise APIError(404, f"No document '{document_id}'.", param="id", code="document_not_found")
     if state.chunk_cache is not None:

@@ -25,8 +25,8 @@ async def create_embeddings(request: Request, body: JSONBody) -> dict[str, Any]:
     """The request's own checks come first: a bad request is a 400 even while the model loads."""
     query = parse_query(body)
     state = library_state(request)  # 503 until the engine and the library have loaded
-    assert state.library is not None
-    embedder = cast(CountingEmbedder, state.library.embedder)
+    library = state.ready_library()
+    embedder = cast(CountingEmbedder, library.embedder)
     check_model(query, embedder, state.model_names())
     state.gate.enter()  # the embedder serves ingest and retrieval too: admitted like generations
     try:

@@ -84,8 +84,7 @@ async def _store(
     the file is not kept."""
     from retriever import InvalidIngest, NewDocument
 
-    library = state.library
-    assert library is not None
+    library = state.ready_library()
     file_id = new_file_id()
     document = NewDocument(file_id, text, {"filename": upload.filename, "file_id": file_id})
     try:

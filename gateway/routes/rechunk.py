@@ -35,9 +35,9 @@ class ChunkingRequest:
 def chunking_asked(state: AppState, fields: Any, param: str) -> Chunking | None:
     """The chunking ``fields["chunking_strategy"]`` asks for (None: it does not say); a 400
     naming ``param`` when it is not valid."""
-    assert state.library is not None
+    library = state.ready_library()
     strategy = fields.get("chunking_strategy") if isinstance(fields, dict) else None
-    return requested_chunking(strategy, state.library.default_chunking, param)
+    return requested_chunking(strategy, library.default_chunking, param)
 
 
 def requests_for(file_ids: Sequence[str], chunking: Chunking | None) -> list[ChunkingRequest]:
@@ -69,8 +69,7 @@ def _planned_moves(
     vector_store_id: str | None,
     requests: Sequence[ChunkingRequest],
 ) -> list[tuple[FileRecord, Chunking]]:
-    library, files = state.library, objects.files
-    assert library is not None
+    library, files = state.ready_library(), objects.files
     records = {request.file_id: files.get(request.file_id) for request in requests}
     unknown = [file_id for file_id, record in records.items() if record is None]
     if unknown:
@@ -106,8 +105,7 @@ def _planned_moves(
 async def _move(
     state: AppState, objects: RagObjects, record: FileRecord, chunking: Chunking
 ) -> None:
-    library, files = state.library, objects.files
-    assert library is not None
+    library, files = state.ready_library(), objects.files
     content = await asyncio.to_thread(files.content, record.id)
     if content is None:
         raise UnknownFiles([record.id])  # deleted meanwhile
@@ -123,8 +121,8 @@ async def _move(
 async def drop_document(state: AppState, tenant: Tenant, document_id: str) -> None:
     """Delete a document of `tenant` no file uses any more, its chunk KV, and requeue the
     chunks computed behind its chunks."""
-    assert state.library is not None
-    chunks = await asyncio.to_thread(state.library.delete, document_id, tenant=tenant)
+    library = state.ready_library()
+    chunks = await asyncio.to_thread(library.delete, document_id, tenant=tenant)
     if chunks and state.chunk_cache is not None:
         evicted = [chunk.token_ids for chunk in chunks]
         await state.chunk_cache.evict(evicted, tenant.kv_salt)

@@ -43,7 +43,7 @@ from gateway.state import (
     check_model,
     ready_state,
 )
-from retriever import RagObjects, StoredResponse, Tenant
+from retriever import StoredResponse, Tenant
 
 router = APIRouter(dependencies=[Depends(authorized)])
 
@@ -139,7 +139,7 @@ async def _history(state: AppState, tenant: Tenant, turn: ResponsesTurn) -> list
     one."""
     if turn.previous_response_id is None:
         return []
-    responses = _objects(state, tenant).responses
+    responses = objects_of(state, tenant).responses
     stored = await asyncio.to_thread(responses.get, turn.previous_response_id)
     if stored is None:
         raise APIError(
@@ -156,15 +156,13 @@ async def _search(state: AppState, tenant: Tenant, turn: ResponsesTurn) -> list[
     assert tool is not None
     if not turn.question.strip():
         raise APIError(400, "file_search needs a user message to search for.", param="input")
-    library = state.library
-    if library is None:
-        raise APIError(503, "The document library is unavailable; see the server log.")
+    library = state.ready_library()
     threshold = None if tool.ranking is None else tool.ranking.score_threshold
     ranking = ranking_for(tool.ranking, state.settings)
     search = StoreSearch(
         tool.store_ids, [turn.question], tool.max_results, ranking, tool.condition, threshold
     )
-    return await asyncio.to_thread(search_stores, _objects(state, tenant), library, search)
+    return await asyncio.to_thread(search_stores, objects_of(state, tenant), library, search)
 
 
 async def _keep(
@@ -180,12 +178,6 @@ async def _keep(
     turns = [*history, *turn.messages, assistant_turn(final["output"])]
     stored = StoredResponse(final["id"], final, turns)
     await asyncio.to_thread(objects_of(state, tenant).responses.save, stored)
-
-
-def _objects(state: AppState, tenant: Tenant) -> RagObjects:
-    if state.rag_objects is None:
-        raise APIError(503, "Stored responses and vector stores are unavailable; see the log.")
-    return objects_of(state, tenant)
 
 
 @router.get("/v1/responses/{response_id}")

@@ -66,7 +66,7 @@ async def tokenize(request: Request, body: JSONBody) -> dict[str, Any]:
     chat = isinstance(body, dict) and "messages" in body
     parsed = _parsed(TokenizeChatRequest if chat else TokenizeCompletionRequest, body)
     state = _checked_state(request, parsed.model)
-    assert state.engine is not None
+    engine = state.ready_engine()
     tokenizer = state.tokenizer
     if isinstance(parsed, TokenizeChatRequest):
         tokens = _chat_tokens(parsed, tokenizer)
@@ -75,7 +75,7 @@ async def tokenize(request: Request, body: JSONBody) -> dict[str, Any]:
     strings = tokenizer.convert_ids_to_tokens(tokens) if parsed.return_token_strs else None
     return {
         "count": len(tokens),
-        "max_model_len": state.engine.max_model_len,
+        "max_model_len": engine.max_model_len,
         "tokens": tokens,
         "token_strs": strings,
     }
@@ -101,8 +101,7 @@ def _chat_tokens(body: TokenizeChatRequest, tokenizer: Any) -> list[int]:
 async def detokenize(request: Request, body: JSONBody) -> dict[str, str]:
     parsed = _parsed(DetokenizeRequest, body)
     state = _checked_state(request, parsed.model)
-    assert state.engine is not None
-    vocab = state.engine.vocab_size
+    vocab = state.ready_engine().vocab_size
     bad = next((token for token in parsed.tokens if token >= vocab), None)
     if bad is not None:
         message = f"Token id {bad} is outside the vocabulary (0..{vocab - 1})."

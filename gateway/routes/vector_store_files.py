@@ -231,8 +231,8 @@ async def _batch(objects: RagObjects, vector_store_id: str, batch_id: str) -> An
 
 
 def _render(state: AppState, record: StoreFileRecord) -> dict[str, Any]:
-    assert state.library is not None
-    chunking = state.library.chunking_of(record.document_key)
+    library = state.ready_library()
+    chunking = library.chunking_of(record.document_key)
     return vector_store_file_object(record, strategy_object(chunking))
 
 
