@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.connector.stats import StatsInbox
 from engine.contract import BlendPlan, BlendSettings, BlendStats
+from engine.model_support import blending_unsupported_reason, tensor_parallel_problem
 from engine.platform import Device, prepare_environment
 
 if TYPE_CHECKING:
@@ -43,44 +43,6 @@ class EngineOptions:
     profile_dir: Path | None = None
     """Where vLLM's torch profiler writes the engine core's traces (``start_profile``); None:
     profiling off. For benchmarks (load_tests/profile_blend.py), not for serving."""
-
-
-BLENDABLE_ARCHITECTURES = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"})
-
-
-def blending_unsupported_reason(model_dir: Path) -> str | None:
-    """Why chunk-KV blending cannot run on this model, or None when it can."""
-    config = json.loads((model_dir / "config.json").read_text())
-    architectures = set(config.get("architectures") or [])
-    if not architectures & BLENDABLE_ARCHITECTURES:
-        return (
-            f"architecture {sorted(architectures)} is not one of {sorted(BLENDABLE_ARCHITECTURES)}"
-        )
-    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if rope_type != "default":
-        return f"RoPE type {rope_type!r} is not supported for key re-rotation"
-    return None
-
-
-def tensor_parallel_problem(model_dir: Path, tensor_parallel_size: int) -> str | None:
-    """Why the model cannot be split across ``tensor_parallel_size`` ranks, or None.
-
-    Each rank takes an equal share of the query heads and of the KV heads (vLLM also replicates
-    KV heads when there are fewer than ranks, but then ranks hold copies of one head and the
-    blend's per-head scores could no longer be summed across ranks).
-    """
-    if tensor_parallel_size == 1:
-        return None
-    config = json.loads((model_dir / "config.json").read_text())
-    heads = int(config["num_attention_heads"])
-    kv_heads = int(config.get("num_key_value_heads") or heads)
-    if heads % tensor_parallel_size or kv_heads % tensor_parallel_size:
-        return (
-            f"tensor_parallel_size {tensor_parallel_size} must divide the model's "
-            f"{heads} attention heads and {kv_heads} KV heads ({model_dir.name})"
-        )
-    return None
 
 
 class Engine:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator
-from typing import Any, TypeVar
+from collections.abc import Generator
+from typing import Any
 
 import torch
 
@@ -29,8 +29,8 @@ from engine.kvstore.keys import ChunkKey
 from engine.kvstore.layer_format import LayerFormat, layer_nbytes
 from engine.kvstore.load_meter import LoadMeter
 from engine.kvstore.mac import EntryMac, check_secret
-from engine.kvstore.outage import OutageGuard
 from engine.kvstore.range_reader import RangeReader
+from engine.kvstore.redis_link import RedisLink, Skipped
 
 logger = logging.getLogger(__name__)
 
@@ -38,14 +38,6 @@ KEY_PREFIX = "ragblend:kv:"
 HEAD_BYTES = 64 * 1024
 """Bytes fetched with the entry's length in the first round trip: the whole header of any
 chunk up to several thousand tokens."""
-T = TypeVar("T")
-
-
-class _Skipped:
-    """What a backend call returns when it was skipped or failed (an outage)."""
-
-
-SKIPPED = _Skipped()
 
 
 class RedisTier(KVTier):
@@ -66,62 +58,20 @@ class RedisTier(KVTier):
         name: str = "redis",
         layer_format: LayerFormat = LayerFormat.RAW,
     ) -> None:
-        try:
-            import redis
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
-        except ImportError as error:
-            needed = "the Redis tier needs the `redis` package (scripts/install.sh installs it)"
-            raise RuntimeError(needed) from error
-
         check_secret(secret)
         self.name = name
         self.layer_format = layer_format
         self._secret = secret
-        self._errors = redis.RedisError
-        self._full_errors = redis.exceptions.OutOfMemoryError
-        self._client = redis.Redis.from_url(
-            url,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0),  # the guard retries, with backoff, not every call
-        )
         self._counters = Counters(
             "hits", "misses", "puts", "present", "corrupt", "rejected", "errors", "skipped"
         )
         self._refusals = RefusalLog(logger)
         self._meter = LoadMeter()
-        address = self._client.connection_pool.connection_kwargs  # no password: it is logged
-        where = f"Redis chunk tier {address.get('path') or address.get('host')}"
-        if "port" in address:
-            where += f":{address['port']}"
-        self._link = OutageGuard(where, logger, self._counters, first_retry_s=first_retry_s)
-        self._full = OutageGuard(
-            f"{where} refuses writes", logger, self._counters, first_retry_s=first_retry_s
-        )
+        self._redis = RedisLink(url, timeout_s, first_retry_s, self._counters, logger)
 
     @staticmethod
     def _name(key: ChunkKey) -> str:
         return KEY_PREFIX + key
-
-    def _call(self, operation: Callable[[Any], T], *, write: bool = False) -> T | _Skipped:
-        """`operation(client)`, or SKIPPED during an outage or when it fails (counted)."""
-        if not self._link.available() or (write and not self._full.available()):
-            self._counters.add("skipped")
-            return SKIPPED
-        try:
-            result = operation(self._client)
-        except self._full_errors as error:
-            self._link.succeeded()
-            self._full.failed(error)
-            return SKIPPED
-        except self._errors as error:
-            self._link.failed(error)
-            return SKIPPED
-        self._link.succeeded()
-        if write:
-            self._full.succeeded()
-        return result
 
     def _refuse(self, key: ChunkKey, error: CorruptEntry) -> None:
         """Count and log an entry that failed verification; delete it unless only untrusted."""
@@ -142,8 +92,8 @@ class RedisTier(KVTier):
                 return tuple(pipe.execute())
 
         started = time.perf_counter()
-        found = self._call(head)
-        if isinstance(found, _Skipped) or not found[0]:
+        found = self._redis.call(head)
+        if isinstance(found, Skipped) or not found[0]:
             self._counters.add("misses")
             return None
         self._meter.round_trip(time.perf_counter() - started)
@@ -151,7 +101,7 @@ class RedisTier(KVTier):
 
         def read_range(start: int, end: int) -> bytes:
             began = time.perf_counter()
-            data = self._client.getrange(name, start, end)
+            data = self._redis.client.getrange(name, start, end)
             self._meter.transfer(len(data), time.perf_counter() - began)
             return data
 
@@ -161,8 +111,8 @@ class RedisTier(KVTier):
             return reader
         except CorruptEntry as error:
             self._refuse(key, error)
-        except self._errors as error:
-            self._link.failed(error)
+        except self._redis.errors as error:
+            self._redis.failed(error)
         self._counters.add("misses")
         return None
 
@@ -201,8 +151,8 @@ class RedisTier(KVTier):
             except CorruptEntry as error:
                 self._refuse(key, error)
                 raise
-            except self._errors as error:
-                self._link.failed(error)
+            except self._redis.errors as error:
+                self._redis.failed(error)
                 raise CorruptEntry(f"Redis failed while reading layer {index}: {error}") from error
             yield index, k, v
 
@@ -228,17 +178,17 @@ class RedisTier(KVTier):
             data = entry.to_bytes(EntryMac(self._secret, key), self.layer_format)
             return bool(client.set(name, data, nx=True))
 
-        stored = self._call(store, write=True)
-        if not isinstance(stored, _Skipped):
+        stored = self._redis.call(store, write=True)
+        if not isinstance(stored, Skipped):
             self._counters.add("puts" if stored else "present")
 
     def contains(self, key: ChunkKey) -> bool:
-        found = self._call(lambda client: client.exists(self._name(key)))
-        return not isinstance(found, _Skipped) and found > 0
+        found = self._redis.call(lambda client: client.exists(self._name(key)))
+        return not isinstance(found, Skipped) and found > 0
 
     def delete(self, key: ChunkKey) -> bool:
-        removed = self._call(lambda client: client.delete(self._name(key)))
-        return not isinstance(removed, _Skipped) and removed > 0
+        removed = self._redis.call(lambda client: client.delete(self._name(key)))
+        return not isinstance(removed, Skipped) and removed > 0
 
     def keys(self) -> list[ChunkKey]:
         """Keys of the entries in Redis now (a SCAN); empty while Redis is unavailable."""
@@ -248,8 +198,8 @@ class RedisTier(KVTier):
             texts = (name.decode().removeprefix(KEY_PREFIX) for name in names)
             return [ChunkKey(text) for text in texts if ChunkKey.is_valid(text)]
 
-        found = self._call(scan)
-        return [] if isinstance(found, _Skipped) else found
+        found = self._redis.call(scan)
+        return [] if isinstance(found, Skipped) else found
 
     def stats(self) -> dict[str, int]:
         """This server's counters. "bytes" and "entries" are 0: the shared store's size is
@@ -257,4 +207,4 @@ class RedisTier(KVTier):
         return self._counters.snapshot() | self._meter.snapshot() | {"bytes": 0, "entries": 0}
 
     def close(self) -> None:
-        self._client.close()
+        self._redis.close()

@@ -9,7 +9,7 @@ import pytest
 
 from engine.blend.rope import RopeSpec
 from engine.connector.model import UnsupportedModel, _check_rotation, checked_rope_spec
-from engine.runtime import blending_unsupported_reason, tensor_parallel_problem
+from engine.model_support import blending_unsupported_reason, tensor_parallel_problem
 
 
 def _model_dir(tmp_path: Path, **config: object) -> Path:
