@@ -5,11 +5,15 @@ A Hugging Face Qwen2 with a served model's geometry (random weights: the speed d
 on them) prefills one prompt (a fixed prefix, ``--chunks`` cached chunks, a question) in every
 way side by side: Hugging Face's own forward (the baseline), the blend maths computing every
 token (ratio 1), and each ``--modes`` recipe reusing the chunks' KV. Each chunk's KV is computed
-behind the prefix first and kept in host memory, as the memory tier hands it over (``--kv-on
-device`` keeps it on the GPU). Medians of ``--repeats`` timed runs after a warm-up, and their
-ratios to the baseline. This times the maths alone: no scheduler, paged cache or HTTP.
+behind the prefix first and kept in pinned host memory, as the memory tier hands it over, and/or
+on the GPU (``--kv-on host,device``: a row per source). Medians of ``--repeats`` timed runs after
+a warm-up, and their ratios to the baseline; ``--profile`` adds what the GPU did in one run of
+each (busy share, stream syncs, kernel launches: ``gpu_profile``). The weights are random, made
+on the device in the model's dtype. This times the maths alone: no scheduler, paged cache or
+HTTP, and nothing from vLLM (only torch and transformers are needed).
 
-    python -m load_tests.bench_blend_maths --device cuda --context 8192 --modes probe@0.15,v@0.15
+    python -m load_tests.bench_blend_maths --device cuda --geometry 7b --context 8192 \
+        --modes probe@0.15,v@0.15 --kv-on host,device --profile
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from engine.blend.behind import compute_prefix, prefill_behind
 from engine.blend.fuse import CachedChunk, LayerHooks, PlacedChunks, Prompt, blend_prefill
 from engine.contract import Recipe
+from load_tests.gpu_profile import profile_call
 from load_tests.hf_decoder import HFAdapter, hf_rope_spec
 from load_tests.report import format_grid, output_path, scratch, write_json
 
-GEOMETRIES = {  # Qwen2.5 0.5B and 1.5B: hidden, heads, KV heads, layers, MLP width
+GEOMETRIES = {  # Qwen2.5: hidden, heads, KV heads, layers, MLP width
     "0.5b": (896, 14, 2, 24, 4864),
     "1.5b": (1536, 12, 2, 28, 8960),
+    "7b": (3584, 28, 4, 28, 18944),
+    "14b": (5120, 40, 8, 48, 13824),
 }
 PREFIX_TOKENS = QUESTION_TOKENS = 32
 VOCAB = 151936
@@ -48,7 +55,13 @@ def random_model(geometry: str, device: torch.device, dtype: torch.dtype) -> Any
         rope_theta=1e6, max_position_embeddings=32768,
     )  # fmt: skip
     torch.manual_seed(0)
-    return Qwen2ForCausalLM(config).eval().to(device, dtype)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # made on the device in its dtype: no host fp32 copy of 14B
+    try:
+        with torch.device(device):
+            return Qwen2ForCausalLM(config).eval()
+    finally:
+        torch.set_default_dtype(default)
 
 
 def parse_mode(text: str) -> Recipe:
@@ -57,20 +70,27 @@ def parse_mode(text: str) -> Recipe:
     return replace(Recipe(), metric=metric, recompute_ratio=float(ratio))  # type: ignore[arg-type]
 
 
-def chunk_layers(
-    adapter: HFAdapter, prefix: Tensor, chunks: list[Tensor], host: bool
-) -> list[list[tuple[Tensor, Tensor]]]:
-    """Each chunk's per-layer KV computed behind ``prefix``, in host memory when ``host``."""
-    layers: list[list[tuple[Tensor, Tensor]]] = [[] for _ in chunks]
+StoredKV = list[list[tuple[Tensor, Tensor]]]
+
+
+def chunk_layers(adapter: HFAdapter, prefix: Tensor, chunks: list[Tensor]) -> StoredKV:
+    """Each chunk's per-layer KV computed behind ``prefix``, on the model's device."""
+    layers: StoredKV = [[] for _ in chunks]
 
     def keep(chunk: int, _layer: int, keys: Tensor, values: Tensor) -> None:
-        kv = (keys.clone(), values.clone())
-        if host and keys.is_cuda:
-            kv = (kv[0].cpu().pin_memory(), kv[1].cpu().pin_memory())
-        layers[chunk].append(kv)
+        layers[chunk].append((keys.clone(), values.clone()))
 
     prefill_behind(adapter, compute_prefix(adapter, prefix), chunks, keep)
     return layers
+
+
+def on_host(stored: StoredKV) -> StoredKV:
+    """The chunks' KV in host memory, pinned where a GPU can copy from it."""
+
+    def moved(tensor: Tensor) -> Tensor:
+        return tensor.cpu().pin_memory() if torch.cuda.is_available() else tensor.cpu()
+
+    return [[(moved(keys), moved(values)) for keys, values in layers] for layers in stored]
 
 
 def timed(run: Callable[[], Any], device: torch.device, repeats: int) -> list[float]:
@@ -96,8 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context", type=int, default=8192, help="prompt tokens, about")
     parser.add_argument("--chunks", type=int, default=16)
     parser.add_argument("--modes", default="probe@0.15,v@0.15")
-    parser.add_argument("--kv-on", choices=["host", "device"], default="host")
+    parser.add_argument(
+        "--kv-on", default=None, help="chunk KV sources, a row each: host, device or host,device "
+        "(default: both on a GPU, host on the CPU)"
+    )  # fmt: skip
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--profile", action="store_true", help="trace one run of each way")
     parser.add_argument("--out", default=scratch("blend_maths"), help="<out>.json")
     return parser
 
@@ -106,6 +130,11 @@ def main() -> None:
     args = build_parser().parse_args()
 
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    sources = (args.kv_on or ("host,device" if device.type == "cuda" else "host")).split(",")
+    if not set(sources) <= {"host", "device"}:
+        raise SystemExit(f"--kv-on takes host and/or device, got {args.kv_on!r}")
+    if args.profile and device.type != "cuda":
+        raise SystemExit("--profile traces a CUDA GPU")
     model = random_model(args.geometry, device, dtype)
     adapter, rope = HFAdapter(model), hf_rope_spec(model)
     chunk_tokens = (args.context - PREFIX_TOKENS - QUESTION_TOKENS) // args.chunks
@@ -114,43 +143,62 @@ def main() -> None:
                         generator=generator).to(device)  # fmt: skip
     starts = [PREFIX_TOKENS + index * chunk_tokens for index in range(args.chunks)]
     chunks = [ids[start : start + chunk_tokens] for start in starts]
-    stored = chunk_layers(adapter, ids[:PREFIX_TOKENS], chunks, host=args.kv_on == "host")
+    on_device = chunk_layers(adapter, ids[:PREFIX_TOKENS], chunks)
+    stored = {"device": on_device} if "device" in sources else {}
+    if "host" in sources:
+        stored["host"] = on_host(on_device)
+    if "device" not in sources:
+        del on_device
 
-    def blend(recipe: Recipe, cached: bool) -> Callable[[], Any]:
+    def blend(recipe: Recipe, source: str | None) -> Callable[[], Any]:
         def run() -> None:
             placed = [
                 CachedChunk(start, start + chunk_tokens, PREFIX_TOKENS, iter(layers))
-                for start, layers in zip(starts, stored, strict=True)
-            ]
-            chunks = PlacedChunks(placed if cached else [], rope, ids.numel(), device)
-            blend_prefill(adapter, Prompt(ids), chunks, recipe, LayerHooks(lambda *_: None))
+                for start, layers in zip(starts, stored[source], strict=True)
+            ] if source else []  # fmt: skip
+            cached = PlacedChunks(placed, rope, ids.numel(), device)
+            blend_prefill(adapter, Prompt(ids), cached, recipe, LayerHooks(lambda *_: None))
 
         return run
 
     with torch.inference_mode():
-        ways = {"HF forward (full prefill)": lambda: model.model(ids[None], use_cache=False)}
-        ways["blend maths, every token"] = blend(Recipe.exact(), cached=False)
+        ways = {("HF forward (full prefill)", "-"): lambda: model.model(ids[None], use_cache=False)}
+        ways["blend maths, every token", "-"] = blend(Recipe.exact(), None)
         for mode in args.modes.split(","):
-            ways[f"blend {mode}"] = blend(parse_mode(mode), cached=True)
-        runs = {name: timed(run, device, args.repeats) for name, run in ways.items()}
+            for source in sources:
+                ways[f"blend {mode}", source] = blend(parse_mode(mode), source)
+        runs = {way: timed(run, device, args.repeats) for way, run in ways.items()}
+        profiles = {way: profile_call(run) for way, run in ways.items()} if args.profile else {}
 
-    baseline = statistics.median(runs["HF forward (full prefill)"])
+    baseline = statistics.median(runs["HF forward (full prefill)", "-"])
     results = {
-        name: {"median_ms": statistics.median(times), "runs_ms": times,
-               "speedup": baseline / statistics.median(times)}
-        for name, times in runs.items()
+        f"{name} [{source} KV]" if source != "-" else name: {
+            "chunk_kv": source, "median_ms": statistics.median(times), "runs_ms": times,
+            "speedup": baseline / statistics.median(times), **profiles.get((name, source), {}),
+        }
+        for (name, source), times in runs.items()
     }  # fmt: skip
-    rows = [
-        (name, f"{result['median_ms']:.1f} ms", f"{result['speedup']:.2f}x")
-        for name, result in results.items()
-    ]
-    print(f"{args.geometry} geometry, {ids.numel()} tokens, {args.device} {args.dtype}, "
-          f"chunk KV on {args.kv_on}")  # fmt: skip
-    print(format_grid(("prefill", "median", "speed-up"), rows))
+    rows = []
+    for (name, source), times in runs.items():
+        median = statistics.median(times)
+        cells = (name, source, f"{median:.1f} ms", f"{baseline / median:.2f}x")
+        rows.append(cells + _profile_cells(profiles.get((name, source))))
+    print(f"{args.geometry} geometry, {ids.numel()} tokens, {args.device} {args.dtype}")
+    header = ("prefill", "chunk KV", "median", "speed-up")
+    if profiles:
+        header += ("GPU busy", "syncs", "launches")
+    print(format_grid(header, rows))
     settings = {**vars(args), "tokens": ids.numel(), "chunk_tokens": chunk_tokens}
     if device.type == "cuda":
         settings["gpu"] = torch.cuda.get_device_name(device)
     write_json(output_path(Path(args.out), ".json"), {"settings": settings, "results": results})
+
+
+def _profile_cells(profile: dict[str, float] | None) -> tuple[str, ...]:
+    if profile is None:
+        return ()
+    return (f"{profile['gpu_busy_share']:.0%}", str(profile["stream_syncs"]),
+            str(profile["kernel_launches"]))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -210,9 +210,10 @@ class BlendWorker:
             attention.impl.do_kv_cache_update(
                 attention, keys[first:].contiguous(), values[first:].contiguous(), cache, slots
             )
-            for chunk in in_place:  # to host memory without waiting: see the end of the fill
-                chunk.keys.append(keys[chunk.start : chunk.end].to("cpu", non_blocking=True))
-                chunk.values.append(values[chunk.start : chunk.end].to("cpu", non_blocking=True))
+            for chunk in in_place:  # copied to host memory without waiting: see the fill's end
+                for kept, fused in ((chunk.keys, keys), (chunk.values, values)):
+                    rows = fused[chunk.start : chunk.end]
+                    kept.append(rows.to("cpu", non_blocking=True, copy=True))
 
         token_ids = torch.tensor(job.token_ids, device=device)
         prompt = Prompt(token_ids, question_start=job.plan.spans[-1].end, settled=settled)
