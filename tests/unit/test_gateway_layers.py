@@ -1,7 +1,8 @@
 """The gateway's folders stay layered: no module imports one from a layer above its own.
 
 Bottom to top: the shared records (``outputs``, ``callers``), the settings, the HTTP plumbing,
-the OpenAI shapes, the RAG planning, the app state, serving, the routes, the loading of the services, the app and the CLI.
+the OpenAI shapes, the RAG planning, the app state, serving, the routes, the loading of the
+services, the app and the CLI.
 An upward import is how circles start; this reads every module's imports (type-only ones too).
 """
 
