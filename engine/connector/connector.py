@@ -46,7 +46,7 @@ class RagblendConnector(KVConnectorBase_V1):
         extra = self._kv_transfer_config.kv_connector_extra_config
         settings = BlendSettings.from_extra_config(extra)
         if role == KVConnectorRole.SCHEDULER:
-            self._scheduler = BlendScheduler()
+            self._scheduler = BlendScheduler(vllm_config.cache_config.block_size)
         else:
             self._worker = BlendWorker(settings, vllm_config.cache_config.block_size)
 

@@ -3,7 +3,8 @@ a job implies: its cache slots and the positions it can skip."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -30,6 +31,17 @@ class BlendJob:
         positions = torch.arange(self.num_local_cached, self.claim_end)
         blocks = torch.tensor(self.block_ids)[positions // block_size]
         return (blocks * block_size + positions % block_size).to(device)
+
+    def behind_ready_blocks(self, busy: Collection[int], block_size: int) -> BlendJob:
+        """The job with its prefix hit cut at the first of its blocks in ``busy``: blocks other
+        requests compute in this same step. vLLM caches a block's hash when it allocates it, so
+        a request scheduled beside the one that computes a block hits it before its KV exists,
+        and this job runs before the forward pass that writes it. The worker computes (and
+        writes) the positions from there itself; a block holds the same tokens for both."""
+        for index, block in enumerate(self.block_ids[: self.num_local_cached // block_size]):
+            if block in busy:
+                return replace(self, num_local_cached=index * block_size)
+        return self
 
     def settled(self, attention_reads_cache: bool, recipe: Recipe) -> int:
         """Leading positions vLLM's prefix cache already holds, which a blend by ``recipe`` can

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 class BlendScheduler:
     """Runs in the engine core's scheduler thread; never raises on a request's contents."""
 
-    def __init__(self) -> None:
+    def __init__(self, block_size: int) -> None:
+        self._block_size = block_size
         self._claims: dict[str, BlendJob] = {}
         """Claimed requests, as jobs still without their blocks."""
         self._ready: set[str] = set()
@@ -65,11 +66,29 @@ class BlendScheduler:
                 block_ids[req_id] = new_blocks[0]
         metadata = BlendConnectorMetadata(evictions=self._evictions)
         self._evictions = []
-        for req_id in self._ready & block_ids.keys():
-            job = self._claims.pop(req_id)
-            metadata.jobs.append(replace(job, block_ids=list(block_ids[req_id])))
+        jobs = {
+            req_id: replace(self._claims.pop(req_id), block_ids=list(block_ids[req_id]))
+            for req_id in self._ready & block_ids.keys()
+        }
         self._ready -= block_ids.keys()
+        computing = self._computing(scheduler_output, jobs)
+        for req_id, job in jobs.items():
+            busy = set().union(*(blocks for other, blocks in computing.items() if other != req_id))
+            metadata.jobs.append(job.behind_ready_blocks(busy, self._block_size))
         return metadata
+
+    def _computing(
+        self, scheduler_output: SchedulerOutput, jobs: dict[str, BlendJob]
+    ) -> dict[str, set[int]]:
+        """The blocks each newly scheduled request computes in this step: from its prefix hit
+        (a job's own, its claimed region included) to what this step schedules."""
+        size, computing = self._block_size, {}
+        for new in scheduler_output.scheduled_new_reqs:
+            end = new.num_computed_tokens + scheduler_output.num_scheduled_tokens.get(new.req_id, 0)
+            job = jobs.get(new.req_id)
+            start = new.num_computed_tokens if job is None else job.num_local_cached
+            computing[new.req_id] = set(new.block_ids[0][start // size : -(-end // size)])
+        return computing
 
     def finished(self, request: Request) -> None:
         self._claims.pop(request.request_id, None)

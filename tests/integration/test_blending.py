@@ -14,6 +14,7 @@ import pytest
 
 from gateway.cli.selfcheck import (
     CAPITALS,
+    EXACT_DIVERGENCE,
     capital_document,
     capital_request,
     divergence,
@@ -191,14 +192,16 @@ def test_a_corrupted_disk_entry_is_a_miss_with_the_same_answer(server: Server) -
 def test_eight_simultaneous_blended_requests_are_all_answered_right(
     server: Server, warm: None
 ) -> None:
-    # Ratio 1.0 recomputes everything, so under concurrency each answer must open like the full
-    # prefill's (bf16 rounding may still part them a few tokens later).
+    # Ratio 1.0 recomputes everything, so under concurrency each prefill must give the full
+    # prefill's first-token distribution. Later tokens are decoded in a batch of 8 whose bf16
+    # sums differ from a lone request's: SmolLM2 parts on a near-tie at the second token of
+    # one of these prompts ("The capital of Portugal..." / "The answer is:") now and then.
     jobs = (_orders(seed=40) + _orders(seed=50))[:8]
     with ThreadPoolExecutor(max_workers=8) as pool:
         replies = list(pool.map(lambda job: _ask(server, *job, "blend", ratio=1.0), jobs))
     for (country, order), reply in zip(jobs, replies, strict=True):
-        full = answer_text(_ask(server, country, order, "full"))
-        assert answer_text(reply).split(".")[0] == full.split(".")[0]
+        reference = first_token_distribution(_ask(server, country, order, "full"))
+        assert divergence(reference, first_token_distribution(reply)) < EXACT_DIVERGENCE
         assert reply["blend"]["chunks_hit"] == len(CAPITALS)
 
 
