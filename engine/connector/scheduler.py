@@ -87,6 +87,8 @@ class BlendScheduler:
             end = new.num_computed_tokens + scheduler_output.num_scheduled_tokens.get(new.req_id, 0)
             job = jobs.get(new.req_id)
             start = new.num_computed_tokens if job is None else job.num_local_cached
+            if job is not None:  # its claimed region is written this step, whatever vLLM counts
+                end = max(end, job.claim_end)
             computing[new.req_id] = set(new.block_ids[0][start // size : -(-end // size)])
         return computing
 
