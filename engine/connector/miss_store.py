@@ -52,10 +52,8 @@ class MissStore:
         if behind_prefix:
             self._compute_behind_prefix(decoder, behind_prefix, device)
         for capture in captures:
-            if job.plan.replace_stored:  # tiers that keep an existing entry must drop it first
-                self.store.delete(capture.key)
             entry = self._at_prefix_end(decoder, capture) if capture.in_context else capture.entry()
-            self.store.put(capture.key, entry)
+            self.store.put(capture.key, entry, replace=job.plan.replace_stored)
 
     def _at_prefix_end(self, decoder: VllmDecoder, capture: Capture) -> ChunkKV:
         """A chunk computed where it stands in the job's prompt, its keys moved to where the

@@ -98,8 +98,16 @@ class KVTier(ABC):
 
         The tier may evict other entries to make room, or decline an entry that can never fit.
         When this returns, a `get` from any thread sees the new entry (unless it was declined or
-        already evicted). Raises only on unexpected I/O or backend failures.
+        already evicted). Raises only on unexpected I/O or backend failures. A tier shared by
+        servers may keep an entry already there instead (the same chunk, computed by another);
+        `replace` is how to overwrite one.
         """
+
+    def replace(self, key: ChunkKey, entry: ChunkKV) -> None:
+        """Store `entry` over any entry under `key`, atomically: a reader in another thread or
+        server sees the old entry or the new one, never neither. Tiers whose `put` replaces
+        keep this default."""
+        self.put(key, entry)
 
     @abstractmethod
     def contains(self, key: ChunkKey) -> bool:

@@ -182,6 +182,17 @@ class RedisTier(KVTier):
         if not isinstance(stored, Skipped):
             self._counters.add("puts" if stored else "present")
 
+    def replace(self, key: ChunkKey, entry: ChunkKV) -> None:
+        """One SET over whatever is there (a failure is counted, not raised)."""
+        name = self._name(key)
+
+        def store(client: Any) -> bool:
+            data = entry.to_bytes(EntryMac(self._secret, key), self.layer_format)
+            return bool(client.set(name, data))
+
+        if not isinstance(self._redis.call(store, write=True), Skipped):
+            self._counters.add("puts")
+
     def contains(self, key: ChunkKey) -> bool:
         found = self._redis.call(lambda client: client.exists(self._name(key)))
         return not isinstance(found, Skipped) and found > 0

@@ -41,12 +41,7 @@ class ChunkKVStore:
     thread-safe.
     """
 
-    def __init__(
-        self,
-        memory: KVTier,
-        *backing: KVTier,
-        write_queue_size: int = 64,
-    ) -> None:
+    def __init__(self, memory: KVTier, *backing: KVTier, write_queue_size: int = 64) -> None:
         if write_queue_size <= 0:
             raise ValueError("write_queue_size must be positive")
         self.memory = memory
@@ -160,24 +155,25 @@ class ChunkKVStore:
             self._counters.add("misses")
         return stream
 
-    def put(self, key: ChunkKey, entry: ChunkKV) -> None:
-        """Store in memory now; queue every backing write, dropping those whose queue is full."""
-        self._store(key, entry, len(self.backing), refuse_when_closed=True)
+    def put(self, key: ChunkKey, entry: ChunkKV, replace: bool = False) -> None:
+        """Store in memory now; queue every backing write, dropping those whose queue is full.
+        ``replace``: overwrite what shared tiers hold under `key` (readers find the old entry
+        until then, not a miss); otherwise they may keep theirs."""
+        if not self._store(key, entry, len(self.backing), replace):
+            raise RuntimeError("ChunkKVStore is closed")
 
     def _promote(self, key: ChunkKey, entry: ChunkKV, source: int) -> None:
         """Copy a hit from backing tier `source` into memory and the backing tiers before it."""
-        self._store(key, entry, source, refuse_when_closed=False)
+        self._store(key, entry, source, replace=False)
 
-    def _store(
-        self, key: ChunkKey, entry: ChunkKV, tier_count: int, refuse_when_closed: bool
-    ) -> None:
+    def _store(self, key: ChunkKey, entry: ChunkKV, tier_count: int, replace: bool) -> bool:
+        """Whether stored: not once closed."""
         with self._lock:
             if self._closed:
-                if refuse_when_closed:
-                    raise RuntimeError("ChunkKVStore is closed")
-                return
+                return False
             self.memory.put(key, entry)
-            self._writes.queue(key, entry, tier_count)
+            self._writes.queue(key, entry, tier_count, replace)
+        return True
 
     def contains(self, key: ChunkKey) -> bool:
         """Whether any tier (or the write queue) holds `key`, without reading or checking it."""

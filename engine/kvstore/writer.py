@@ -23,28 +23,31 @@ from engine.kvstore.keys import ChunkKey
 logger = logging.getLogger(__name__)
 
 
+Write = Callable[[ChunkKey, ChunkKV, bool], None]
+"""Writes an entry into a tier: its key, the entry, and whether it replaces one stored."""
+
+
 class TierWriter:
-    """Drains a queue of (key, entry) writes for `tier` on a daemon thread, calling `write`.
+    """Drains a queue of (key, entry, replace) writes for `tier` on a daemon thread, calling
+    `write`.
 
     `lock` is held around each `write`, so a delete can wait for a write in progress.
     """
 
-    def __init__(
-        self, tier: KVTier, queue_size: int, write: Callable[[ChunkKey, ChunkKV], None]
-    ) -> None:
+    def __init__(self, tier: KVTier, queue_size: int, write: Write) -> None:
         self.tier = tier
         self.lock = threading.Lock()
         self._write = write
-        self._queue: queue.Queue[tuple[ChunkKey, ChunkKV] | None] = queue.Queue(queue_size)
+        self._queue: queue.Queue[tuple[ChunkKey, ChunkKV, bool] | None] = queue.Queue(queue_size)
         self._thread = threading.Thread(
             target=self._loop, name=f"chunk-kv-writer-{tier.name}", daemon=True
         )
         self._thread.start()
 
-    def offer(self, key: ChunkKey, entry: ChunkKV) -> bool:
+    def offer(self, key: ChunkKey, entry: ChunkKV, replace: bool = False) -> bool:
         """Queue a write without waiting; False when the queue is full."""
         try:
-            self._queue.put_nowait((key, entry))
+            self._queue.put_nowait((key, entry, replace))
         except queue.Full:
             return False
         return True
@@ -112,12 +115,13 @@ class BackingWrites:
             for index, tier in enumerate(tiers)
         ]
 
-    def queue(self, key: ChunkKey, entry: ChunkKV, tier_count: int) -> None:
-        """Queue writes of `entry` to the first `tier_count` backing tiers."""
+    def queue(self, key: ChunkKey, entry: ChunkKV, tier_count: int, replace: bool = False) -> None:
+        """Queue writes of `entry` to the first `tier_count` backing tiers (over what they hold
+        under `key` when `replace`)."""
         with self._lock:
             queued = set()
             for index, writer in enumerate(self.writers[:tier_count]):
-                if writer.offer(key, entry):
+                if writer.offer(key, entry, replace):
                     queued.add(index)
                 else:
                     self._counters.add("dropped_writes")
@@ -153,16 +157,16 @@ class BackingWrites:
         for writer in self.writers:
             writer.stop()
 
-    def _write_function(self, index: int, tier: KVTier) -> Callable[[ChunkKey, ChunkKV], None]:
+    def _write_function(self, index: int, tier: KVTier) -> Write:
         """What tier `index`'s writer does with a queued entry: write it if still wanted."""
 
-        def write(key: ChunkKey, entry: ChunkKV) -> None:
+        def write(key: ChunkKey, entry: ChunkKV, replace: bool) -> None:
             with self._lock:
                 pending = self._pending.get(key)
                 wanted = pending is not None and pending.entry is entry and index in pending.tiers
             if wanted:
                 try:
-                    tier.put(key, entry)
+                    (tier.replace if replace else tier.put)(key, entry)
                 except Exception:
                     logger.exception("failed to store chunk KV %s in the %s tier", key, tier.name)
                     self._counters.add("write_errors")

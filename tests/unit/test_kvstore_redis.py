@@ -1,5 +1,6 @@
 """Redis tier against a real redis-server: round trips, sharing between stores, damaged entries."""
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import pytest
 import torch
 
 from engine.kvstore.codec import CorruptEntry
+from engine.kvstore.entry import ChunkKV
 from engine.kvstore.expect import EntryExpectation
 from engine.kvstore.layer_format import LayerFormat
 from engine.kvstore.redis_tier import KEY_PREFIX, RedisTier
@@ -54,6 +56,32 @@ def test_a_second_put_of_a_stored_chunk_sends_nothing(tier: RedisTier) -> None:
     tier.put(KEY, ENTRY)
     tier.put(KEY, make_entry(0, layers=5))
     assert tier.stats()["present"] == 1
+
+
+def recomputed(entry: ChunkKV) -> ChunkKV:
+    """The same chunk's KV computed another way (behind the prefix after in context)."""
+    return ChunkKV(entry.keys + 1, entry.values - 1, entry.token_ids)
+
+
+def test_a_replacement_overwrites_the_stored_entry(tier: RedisTier) -> None:
+    tier.put(KEY, ENTRY)
+    tier.replace(KEY, recomputed(ENTRY))
+    assert same(tier.get(KEY), recomputed(ENTRY)) and tier.stats()["puts"] == 2
+
+
+def test_a_server_replacing_a_shared_entry_never_leaves_the_other_a_miss(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    with store_on(tmp_path / "a", redis_server) as writer:
+        writer.put(KEY, ENTRY)
+        writer.flush()
+        reader = RedisTier(redis_server.url, SECRET)
+        writer.put(KEY, recomputed(ENTRY), replace=True)
+        deadline = time.monotonic() + 10
+        while not same(found := reader.get(KEY), recomputed(ENTRY)):
+            assert same(found, ENTRY)  # the old entry until the new one is there, never a miss
+            assert time.monotonic() < deadline, "the replacement never reached Redis"
+        reader.close()
 
 
 def test_a_missing_or_deleted_entry_is_a_miss(tier: RedisTier) -> None:

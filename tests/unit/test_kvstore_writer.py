@@ -16,7 +16,7 @@ from engine.kvstore.writer import TierWriter
 def test_a_tier_writer_runs_at_the_lowest_priority_and_the_caller_keeps_its_own() -> None:
     seen: list[int] = []
 
-    def write(_key: object, _entry: object) -> None:
+    def write(_key: object, _entry: object, _replace: bool) -> None:
         seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
 
     caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
