@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import signal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +93,11 @@ def neighbour_policy(settings: Settings, cache: ChunkCache) -> NeighbourPolicy |
 
 
 def learnt_contexts(state: AppState, cache: ChunkCache) -> LearntContexts:
-    """Learning waits while the admission gate holds live requests."""
+    """Learning waits while requests are served (`background_quiet_s`)."""
     settings = state.settings
     return LearntContexts(
         cache,
-        lambda: state.gate.active > 0,
+        partial(state.gate.busy, settings.background_quiet_s),
         settings.learn_contexts_after,
         settings.learn_contexts_capacity,
         settings.learn_contexts_queue,
@@ -163,7 +164,8 @@ async def load(state: AppState, exit_on_failure: bool) -> None:
             state.learnt_contexts = learnt_contexts(state, state.chunk_cache)
             state.learnt_contexts.start()
         if engine.blending:
-            state.settler = PrefixSettler(state.chunk_cache, lambda: state.gate.active > 0)
+            busy = partial(state.gate.busy, settings.background_quiet_s)
+            state.settler = PrefixSettler(state.chunk_cache, busy)
             state.settler.start()
         engine.stats_listener = lambda stats: _on_blend_stats(state, stats)
         state.engine = engine

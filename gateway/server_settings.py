@@ -40,6 +40,13 @@ class ServerSettings(BaseSettings):
     max_concurrent_requests: int = Field(
         64, ge=1, description="Requests admitted at once; more are refused with 429."
     )
+    background_quiet_s: float = Field(
+        1.0,
+        ge=0,
+        description="Seconds without a request before background engine work (settling first "
+        "sightings' chunks behind the prefix, learning contexts) starts; a request arriving "
+        "waits for one piece of it at most.",
+    )
     max_tokens_default: int = Field(
         256, ge=1, description="`max_tokens` used when a request does not set it."
     )

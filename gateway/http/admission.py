@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from gateway.http.errors import APIError
 
 
@@ -9,6 +11,12 @@ class AdmissionGate:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.active = 0
+        self._last_left = float("-inf")
+
+    def busy(self, quiet_s: float = 0.0) -> bool:
+        """Whether requests are being served, or one left less than ``quiet_s`` ago (clients
+        that send one request after another leave gaps of milliseconds)."""
+        return self.active > 0 or time.monotonic() - self._last_left < quiet_s
 
     def enter(self) -> None:
         if self.active >= self.limit:
@@ -21,6 +29,7 @@ class AdmissionGate:
 
     def leave(self) -> None:
         self.active -= 1
+        self._last_left = time.monotonic()
 
 
 def check_choice_count(prompts: int, n: int, limit: int) -> None:

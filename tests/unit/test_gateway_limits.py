@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from gateway.app import create_app
 from gateway.callers import ANONYMOUS, Caller, parse_entries
-from gateway.http.admission import check_choice_count
+from gateway.http.admission import AdmissionGate, check_choice_count
 from gateway.http.errors import APIError
 from gateway.http.limits import body_limit
 from gateway.http.metrics import route_label
@@ -182,3 +182,13 @@ def test_choices_are_prompts_times_n() -> None:
 )
 def test_route_labels(path: str, label: str) -> None:
     assert route_label(path) == label
+
+
+def test_background_work_waits_for_a_quiet_moment_after_the_last_request() -> None:
+    gate = AdmissionGate(limit=2)
+    assert not gate.busy(quiet_s=60)  # nothing served yet
+    gate.enter()
+    assert gate.busy() and gate.busy(quiet_s=60)
+    gate.leave()
+    assert not gate.busy()  # with no quiet period, idle as soon as the request left
+    assert gate.busy(quiet_s=60)  # the next request of a client in a loop is milliseconds away
