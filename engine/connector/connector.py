@@ -17,6 +17,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorRole,
 )
 
+from engine.connector.lookup import ChunkLookupClient
 from engine.connector.metadata import BlendConnectorMetadata
 from engine.connector.scheduler import BlendScheduler
 from engine.connector.worker import BlendWorker
@@ -46,7 +47,9 @@ class RagblendConnector(KVConnectorBase_V1):
         extra = self._kv_transfer_config.kv_connector_extra_config
         settings = BlendSettings.from_extra_config(extra)
         if role == KVConnectorRole.SCHEDULER:
-            self._scheduler = BlendScheduler(vllm_config.cache_config.block_size)
+            channel = settings.stats_channel
+            lookup = ChunkLookupClient(channel) if channel else None
+            self._scheduler = BlendScheduler(vllm_config.cache_config.block_size, lookup)
         else:
             self._worker = BlendWorker(settings, vllm_config.cache_config.block_size)
 
@@ -86,8 +89,15 @@ class RagblendConnector(KVConnectorBase_V1):
         return
 
     def wait_for_save(self) -> None:
-        """Worker: chunks are stored from ``start_load_kv``; the store persists asynchronously."""
-        return
+        """Worker, every step, after the forward pass: copies the chunks of the first sightings
+        vLLM prefilled in it out of the paged cache into the chunk store, and posts their
+        statistics (blended jobs stored theirs in ``start_load_kv``). The store's slower tiers
+        are written asynchronously."""
+        assert self._worker is not None
+        metadata = self._get_connector_metadata()
+        assert isinstance(metadata, BlendConnectorMetadata)
+        captures, metadata.captures = metadata.captures, []
+        self._worker.capture(captures)
 
     def shutdown(self) -> None:
         """Either side, once when the engine stops: the worker flushes pending disk writes and

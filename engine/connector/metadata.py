@@ -77,5 +77,8 @@ def computed_exactly(start: int, first_reused: int | None) -> bool:
 @dataclass
 class BlendConnectorMetadata(KVConnectorMetadata):
     jobs: list[BlendJob] = field(default_factory=list)
+    captures: list[BlendJob] = field(default_factory=list)
+    """First sightings vLLM prefilled whose chunks (``claim_end``: the last one's end) this
+    step's forward finishes: copied out of the paged cache after it (``wait_for_save``)."""
     evictions: list[Eviction] = field(default_factory=list)
     """Chunks (salt and token ids) whose stored KV must be deleted (documents removed)."""

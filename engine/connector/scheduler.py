@@ -6,6 +6,8 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from engine.connector.first_sight import FirstSightings
+from engine.connector.lookup import ChunkLookupClient
 from engine.connector.metadata import BlendConnectorMetadata, BlendJob
 from engine.contract import BlendPlan, Eviction, evictions_in
 
@@ -20,8 +22,11 @@ log = logging.getLogger(__name__)
 class BlendScheduler:
     """Runs in the engine core's scheduler thread; never raises on a request's contents."""
 
-    def __init__(self, block_size: int) -> None:
+    def __init__(self, block_size: int, lookup: ChunkLookupClient | None = None) -> None:
+        """``lookup``: the worker's chunk store, asked whether a request is a first sighting
+        (left to vLLM's prefill, :mod:`engine.connector.first_sight`); None claims every plan."""
         self._block_size = block_size
+        self._first_sightings = FirstSightings(lookup)
         self._claims: dict[str, BlendJob] = {}
         """Claimed requests, as jobs still without their blocks."""
         self._ready: set[str] = set()
@@ -44,8 +49,11 @@ class BlendScheduler:
             return 0
         if not plan.claims(request.num_prompt_tokens, num_computed_tokens):
             return 0
+        prompt = list(request.prompt_token_ids or [])
+        if self._first_sightings.leave_to_vllm(request.request_id, plan, prompt):
+            return 0
         claim_end = plan.claim_end(request.num_prompt_tokens)
-        token_ids = list(request.prompt_token_ids or [])[:claim_end]
+        token_ids = prompt[:claim_end]
         job = BlendJob(request.request_id, plan, token_ids, num_computed_tokens, claim_end)
         self._claims[request.request_id] = job
         return claim_end - num_computed_tokens
@@ -65,6 +73,7 @@ class BlendScheduler:
             if req_id in cached.resumed_req_ids and new_blocks is not None:
                 block_ids[req_id] = new_blocks[0]
         metadata = BlendConnectorMetadata(evictions=self._evictions)
+        metadata.captures = self._first_sightings.computed(scheduler_output)
         self._evictions = []
         jobs = {
             req_id: replace(self._claims.pop(req_id), block_ids=list(block_ids[req_id]))
@@ -94,4 +103,5 @@ class BlendScheduler:
 
     def finished(self, request: Request) -> None:
         self._claims.pop(request.request_id, None)
+        self._first_sightings.forget(request.request_id)
         self._ready.discard(request.request_id)

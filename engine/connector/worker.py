@@ -20,6 +20,9 @@ import torch
 from torch import Tensor
 
 from engine.blend.fuse import Attend, BlendResult, LayerHooks, PlacedChunks, Prompt, blend_prefill
+from engine.connector import report
+from engine.connector.capture import PagedCapture
+from engine.connector.lookup import ChunkLookupServer
 from engine.connector.metadata import BlendJob, computed_exactly
 from engine.connector.miss_store import MissStore
 from engine.connector.model import VllmDecoder, find_model_runner_model
@@ -62,6 +65,9 @@ class BlendWorker:
         self._compute_rate = ComputeRate()
         self._kv_caches: dict[str, Tensor] = {}
         self._outbox = StatsOutbox(settings.stats_channel)
+        self._lookup: ChunkLookupServer | None = None
+        self._capture: PagedCapture | None = None
+        self._prefix = list(settings.chunk_prefix)
 
     def register(self, kv_caches: dict[str, Tensor]) -> None:
         self._kv_caches = kv_caches
@@ -77,6 +83,10 @@ class BlendWorker:
             tp_size=self.ranks.world_size,
         )
         self._misses = MissStore(self.store, self.settings.chunk_prefix)
+        supported = PagedCapture.supported(decoder, self._kv_caches)
+        self._capture = PagedCapture(decoder, self._kv_caches, self._misses) if supported else None
+        if self.ranks.reports and self.settings.stats_channel:
+            self._lookup = ChunkLookupServer(self.settings.stats_channel, self._stored, supported)
         self._placer = ChunkPlacer(
             self.store,
             self.ranks,
@@ -89,6 +99,24 @@ class BlendWorker:
         for salt, token_ids in evictions:
             self.store.delete(ChunkKey.for_chunk(self.fingerprint, token_ids, salt))
 
+    def _stored(self, salt: str, chunks: list[list[int]]) -> list[bool]:
+        """Whether each chunk is in the store (any tier), for the scheduler's lookup thread."""
+        keys = (ChunkKey.for_chunk(self.fingerprint, chunk, salt) for chunk in chunks)
+        return [self.store.contains(key) for key in keys]
+
+    def capture(self, jobs: list[BlendJob]) -> None:
+        """After the forward: store the chunks of each first sighting vLLM just prefilled."""
+        for job in jobs:
+            try:
+                assert self._capture is not None, "the scheduler leaves nothing to a worker without"
+                placement = self._capture.run(job, self.fingerprint)
+                stats = report.captured(job, placement, self.store, self._prefix)
+            except Exception:
+                log.exception("storing the chunks of request %s failed", job.request_id)
+                continue
+            if self.ranks.reports and job.plan.stats_id:
+                self._outbox.post(job.plan.stats_id, stats)
+
     def run(self, jobs: list[BlendJob]) -> None:
         """Fill every job's claimed slots; raises only if even an exact computation fails."""
         for job in jobs:
@@ -97,6 +125,8 @@ class BlendWorker:
                 self._outbox.post(job.plan.stats_id, stats)
 
     def close(self) -> None:
+        if self._lookup is not None:
+            self._lookup.close()
         self.store.close()
         self._outbox.close()
 
@@ -118,7 +148,7 @@ class BlendWorker:
             self._misses.put(self._decoder, job, placement, device)
         except Exception:
             log.exception("storing the chunks of request %s failed", job.request_id)
-        return self._stats(job, placement, result)
+        return report.blended(job, placement, result, self.store, self._prefix)
 
     def _attempt(
         self, job: BlendJob, unreadable: set[ChunkKey]
@@ -142,37 +172,10 @@ class BlendWorker:
             self._compute_rate.record(time.perf_counter() - started, computed)
         return placement, result
 
-    def _stats(self, job: BlendJob, placement: Placement, result: BlendResult) -> BlendStats:
-        # Positions before num_local_cached came from vLLM's prefix cache, not from this blend.
-        return BlendStats(
-            mode=job.plan.recipe.mode,
-            reused_tokens=result.reused_from(job.num_local_cached),
-            recomputed_tokens=result.recomputed_from(job.num_local_cached),
-            chunks_hit=len(placement.hits),
-            chunks_missed=len(placement.captures),
-            prefix_cached_tokens=job.num_local_cached,
-            rejected_chunks=placement.rejected,
-            chunk_keys=tuple(placement.keys),
-            evicted_keys=tuple(self.store.take_lost_keys()),
-            stored_in_context=placement.stored_in_context(job, list(self.settings.chunk_prefix)),
-            hit_positions=tuple(placement.hit_positions),
-            store=self.store.stats(),
-        )
-
     def _run_exact(self, job: BlendJob) -> BlendStats:
         """The claimed region computed exactly, as a full prefill would; nothing is stored."""
         self._fill(job, Placement(), Recipe.exact(), capture=False)
-        return BlendStats(
-            mode=job.plan.recipe.mode,
-            reused_tokens=0,
-            recomputed_tokens=job.claim_end - job.num_local_cached,
-            chunks_hit=0,
-            chunks_missed=len(job.plan.spans),
-            prefix_cached_tokens=job.num_local_cached,
-            fell_back=True,
-            evicted_keys=tuple(self.store.take_lost_keys()),
-            store=self.store.stats(),
-        )
+        return report.fell_back(job, self.store)
 
     @property
     def _decoder(self) -> VllmDecoder:
@@ -230,8 +233,7 @@ class BlendWorker:
         to the prefix end, or where the plan stores chunks behind their context anyway. A
         first sighting then costs one prefill: its chunks are not computed again behind the
         fixed prefix, and their KV is what a real context gives them."""
-        prefix = list(self.settings.chunk_prefix)
-        if job.right_behind(prefix, start, placement.first_reused):
+        if job.right_behind(self._prefix, start, placement.first_reused):
             return True
         return self._decoder.rope is not None and computed_exactly(start, placement.first_reused)
 

@@ -56,6 +56,14 @@ class BlendPlan:
             parts.append(self.recipe.salt())
         return "/".join(parts) or None
 
+    @property
+    def capturable(self) -> bool:
+        """Whether a first sighting of every chunk may be prefilled by vLLM and its chunks copied
+        out of the paged cache: not for a plan that stores chunks behind chosen context or
+        replaces stored entries (those compute chunks otherwise than the prompt would)."""
+        chosen = self.store_behind_context or self.replace_stored
+        return bool(self.spans) and self.recipe.mode != "full" and not chosen
+
     def claim_end(self, num_prompt_tokens: int) -> int:
         """Prompt tokens the connector computes; vLLM computes the rest, at least the last one.
 
