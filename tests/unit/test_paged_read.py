@@ -23,7 +23,7 @@ def cpu_layer(dtype: torch.dtype, block_size: int) -> SimpleNamespace:
         isa=_get_attn_isa(dtype, block_size, DIM, "auto"), _k_scale_float=1.0, _v_scale_float=1.0
     )
 
-    def update(layer, key, value, kv_cache, slots) -> None:  # noqa: ANN001
+    def update(layer, key, value, kv_cache, slots) -> None:
         CPUAttentionBackendImpl.do_kv_cache_update(state, layer, key, value, kv_cache, slots)
 
     layer.impl = SimpleNamespace(do_kv_cache_update=update)
@@ -53,7 +53,7 @@ def test_a_span_reads_back_as_written_across_scattered_blocks(
 def test_a_cache_laid_out_otherwise_is_not_read() -> None:
     """A cache update that keeps keys untransposed: the worker leaves such a cache alone."""
 
-    def plain(_layer, key, value, kv_cache, slots) -> None:  # noqa: ANN001
+    def plain(_layer, key, value, kv_cache, slots) -> None:
         blocks, heads, size, _ = kv_cache.shape
         key_cache, value_cache = kv_cache.view(blocks, heads, 2 * size, -1).chunk(2, dim=2)
         for row, slot in enumerate(slots.tolist()):
