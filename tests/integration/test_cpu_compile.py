@@ -3,7 +3,10 @@ and recomputing every token still gives the full prefill's answer."""
 
 from __future__ import annotations
 
+import platform
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,11 +24,21 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield server
 
 
+def cpu_model() -> str:
+    names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+    return names[0] if names else platform.processor()
+
+
 def test_a_compiled_model_blends_and_ratio_one_matches_its_full_prefill(compiled: Server) -> None:
     documents = [capital_document(country, city) for country, city in CAPITALS.items()]
     ask_capital(compiled, "Italy", documents, "blend")  # stores every chunk
     order = documents[::-1]
     full = ask_capital(compiled, "Italy", order, "full")
+    if "Rome" not in first_sentence(full):  # vLLM's own forward, nothing of the blend in it
+        pytest.skip(
+            f"on this CPU ({cpu_model()}) vLLM's compiled forward with a KV connector attached "
+            f"answers {first_sentence(full)!r} to a plain full prefill (README: CPU_COMPILE)"
+        )
     blended = ask_capital(compiled, "Italy", order, "blend", ratio=1.0)
     assert blended["blend"]["chunks_hit"] == len(CAPITALS)
     assert first_sentence(blended) == first_sentence(full)
