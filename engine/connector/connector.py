@@ -9,6 +9,7 @@ worker straight to the front end that submitted the request (:mod:`engine.connec
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
@@ -44,6 +45,7 @@ class RagblendConnector(KVConnectorBase_V1):
         super().__init__(vllm_config, role, kv_cache_config)
         self._scheduler: BlendScheduler | None = None
         self._worker: BlendWorker | None = None
+        self._bound_at = time.perf_counter()
         extra = self._kv_transfer_config.kv_connector_extra_config
         settings = BlendSettings.from_extra_config(extra)
         if role == KVConnectorRole.SCHEDULER:
@@ -97,7 +99,12 @@ class RagblendConnector(KVConnectorBase_V1):
         metadata = self._get_connector_metadata()
         assert isinstance(metadata, BlendConnectorMetadata)
         captures, metadata.captures = metadata.captures, []
-        self._worker.capture(captures)
+        self._worker.capture(captures, time.perf_counter() - self._bound_at)
+
+    def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
+        """Worker, every step, before the forward pass: notes when the step began."""
+        super().bind_connector_metadata(connector_metadata)
+        self._bound_at = time.perf_counter()
 
     def shutdown(self) -> None:
         """Either side, once when the engine stops: the worker flushes pending disk writes and

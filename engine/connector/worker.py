@@ -42,14 +42,13 @@ log = logging.getLogger(__name__)
 
 
 class BlendWorker:
-    """Lives in the model runner's process; every method runs in its thread, between steps."""
+    """In the model runner's process, its thread, between steps (``_stored``: lookups' thread)."""
 
     def __init__(self, settings: BlendSettings, block_size: int) -> None:
         self.settings = settings
         self.block_size = block_size
         self.ranks = ranks = RankGroup.of_this_worker()
-        # Each rank holds its share of every chunk's heads: the server's budgets are split.
-        split = ranks.world_size
+        split = ranks.world_size  # each rank holds its share of every chunk's heads
         disk_bytes = None if settings.disk_bytes is None else settings.disk_bytes // split
         self.store = ChunkKVStore.create(
             settings.memory_bytes // split,
@@ -104,8 +103,12 @@ class BlendWorker:
         keys = (ChunkKey.for_chunk(self.fingerprint, chunk, salt) for chunk in chunks)
         return [self.store.contains(key) for key in keys]
 
-    def capture(self, jobs: list[BlendJob]) -> None:
-        """After the forward: store the chunks of each first sighting vLLM just prefilled."""
+    def capture(self, jobs: list[BlendJob], forward_s: float) -> None:
+        """After the forward (``forward_s`` long): store the chunks of each first sighting vLLM
+        just prefilled; their tokens over the forward's time teach what computing costs."""
+        if jobs:
+            computed = sum(job.claim_end - job.num_local_cached for job in jobs)
+            self._compute_rate.record(forward_s, computed)
         for job in jobs:
             try:
                 assert self._capture is not None, "the scheduler leaves nothing to a worker without"

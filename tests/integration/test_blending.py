@@ -151,6 +151,7 @@ def test_a_first_sighting_is_one_prefill_and_its_chunks_settle_behind_the_prefix
     assert reused["blend"] == reused["blend"] | {"chunks_hit": len(novel), "chunks_missed": 0}
     assert settled_count(server, "queued") == queued + len(novel)  # hits are not settled again
     reference = first_token_distribution(full)
+    assert divergence(reference, first_token_distribution(first)) < EXACT_DIVERGENCE  # one prefill
     assert divergence(reference, first_token_distribution(reused)) > 0.05  # 0.31; exact: 0.00
 
 
