@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from engine.contract import Metric
+from gateway.openai.filters import Filter, parse_filter
 from gateway.openai.ranking import RankingOptions
 from gateway.openai.text import Text
 
@@ -40,6 +49,16 @@ class RetrievalOptions(BaseModel):
     document_ids: list[Text] | None = Field(None, min_length=1)
     ranking_options: RankingOptions | None = None
     """As on ``file_search``; ``score_threshold`` is ``min_score`` kept to OpenAI's [0, 1]."""
+    filters: Filter | None = None
+    """Vector store search's filter grammar, on each document's ``metadata``: only the chunks
+    of documents that pass are ranked."""
+
+    @field_validator("filters", mode="before")
+    @classmethod
+    def _parsed_filters(cls, raw: Any) -> Filter | None:
+        """Checked by ``parse_filter``: a malformed filter is a 400 naming its part
+        (``retrieval.filters.filters.0.key``), raised through validation as it is."""
+        return None if raw is None else parse_filter(raw, "retrieval.filters")
 
     @model_validator(mode="after")
     def _one_threshold(self) -> RetrievalOptions:

@@ -46,7 +46,8 @@ class Chunks:
     token_ids: list[list[int]]
     separator: tuple[int, ...] = ()
     sources: list[dict[str, Any]] | None = None
-    """What retrieval used (document id, chunk index, score); None for sent documents."""
+    """What retrieval used (document id, chunk index, score, character span); None for sent
+    documents."""
     context: ChunkContext = "cold"
     """What the chunks' stored KV was computed behind: the fixed prefix (``cold``), library
     neighbours (``library``), the chunks before each one here (``learnt``), which take the

@@ -30,7 +30,8 @@ class PlannedTurn:
     tool_span: int | None = None
     """Which of the plan's spans is the chat template's tool catalog."""
     sources: list[dict[str, Any]] | None = None
-    """Retrieved chunks the prompt was built from, reported back to the client."""
+    """Retrieved chunks the prompt was built from, reported back to the client as citations:
+    document id, chunk index, score and the span `[start_char, end_char)` in the document."""
     placed: int | None = None
     """How many of the request's chunks (best first) the prompt holds; None without chunks."""
     pasted_passages: int | None = None

@@ -9,6 +9,7 @@ from functools import partial
 
 from engine.contract import BlendPlan, BlendStats
 from gateway.http.errors import APIError
+from gateway.openai.filters import matches
 from gateway.openai.protocol import RetrievalOptions
 from gateway.openai.ranking import ranking_for
 from gateway.rag.chunked_prompt import ChunkedPrompt, Chunks, document_chunks, stored_chunks
@@ -34,6 +35,7 @@ async def request_chunks(
         return None
     if state.library is None:
         raise APIError(503, "Retrieval is unavailable: the document library did not load.")
+    condition = options.filters
     try:
         hits = await asyncio.to_thread(
             state.library.search,
@@ -43,11 +45,18 @@ async def request_chunks(
             options.document_ids,
             ranking_for(options.ranking_options, state.settings),
             tenant=tenant,
+            where=None if condition is None else partial(matches, condition),
         )
     except ValueError as exc:
         raise APIError(400, f"Retrieval needs a question: {exc}.", param="retrieval") from exc
     sources = [
-        {"document_id": hit.document_id, "chunk_index": hit.chunk_index, "score": hit.score}
+        {
+            "document_id": hit.document_id,
+            "chunk_index": hit.chunk_index,
+            "score": hit.score,
+            "start_char": hit.start_char,
+            "end_char": hit.end_char,
+        }
         for hit in hits
     ]
     chunks = stored_chunks([hit.token_ids for hit in hits], state.tokenizer)

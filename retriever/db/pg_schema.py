@@ -4,10 +4,10 @@ Beside what the SQLite store keeps, chunks hold their embedding (so replicas nev
 what another one ingested), a precompute claim (`claimed_by` until `claimed_until`) and whether
 their KV is to be precomputed again (`kv_stale`, version 2), their words for keyword search
 (`search_words`, version 3), the project owning each document and object (version 4), document
-ids per project (version 5: `retriever.library.document_ids`), and `library_changes` logs every
-add and delete, in commit order, for the replicas to follow. `library_log_floor` remembers up
-to which change the log was trimmed. OpenAI's files, vector stores and stored responses are
-shared too.
+ids per project (version 5: `retriever.library.document_ids`), each chunk's character span in
+its document (version 6), and `library_changes` logs every add and delete, in commit order, for
+the replicas to follow. `library_log_floor` remembers up to which change the log was trimmed.
+OpenAI's files, vector stores and stored responses are shared too.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import re
 
 import psycopg
 
+from retriever.db.sqlite_schema import CHUNK_SPANS
 from retriever.objects.schema import PROJECTS_SCHEMA, VECTOR_STORE_SCHEMA
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SCHEMA_LOCK = 0x72616762_6C656E64 >> 1
 """Advisory lock key that serializes schema creation between replicas starting together."""
 
@@ -71,6 +72,7 @@ _UPGRADES: dict[int, tuple[str, ...]] = {
     3: _KEYWORD_SEARCH,
     4: PROJECTS_SCHEMA,  # version 4: projects; everything stored before belongs to `default`
     5: _IDS_PER_PROJECT,
+    6: CHUNK_SPANS,  # version 6: chunks' character spans; NULL for the chunks stored before
 }
 """Statements that bring a database of the version before each key up to it."""
 _SCHEMA = (
@@ -107,6 +109,7 @@ _SCHEMA = (
     "CREATE INDEX chunks_by_kv_key ON chunks (kv_key) WHERE kv_key IS NOT NULL",
     *_STALE_CHUNKS,
     *_KEYWORD_SEARCH,
+    *CHUNK_SPANS,
     """
     CREATE TABLE library_changes (
         seq BIGSERIAL PRIMARY KEY,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from retriever.objects.schema import PROJECTS_SCHEMA, VECTOR_STORE_SCHEMA
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 _SCHEMA = (
     """
     CREATE TABLE documents (
@@ -34,6 +34,11 @@ _SCHEMA = (
     """,
     "CREATE INDEX chunks_awaiting_kv ON chunks (id) WHERE kv_cached = 0",
 )
+CHUNK_SPANS = tuple(
+    f"ALTER TABLE chunks ADD COLUMN {column} INTEGER" for column in ("start_char", "end_char")
+)
+"""Each chunk's span `[start_char, end_char)` in its document's extracted text (citations); the
+same statements on PostgreSQL (`retriever.db.pg_schema`). NULL for chunks stored before."""
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     # Version 2: each chunk's chunk-store key and whether its KV is still in the store. Chunks
     # precomputed before are precomputed again (a store hit) to learn their keys.
@@ -80,6 +85,9 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         ),
         "UPDATE documents SET id = project || '/' || id WHERE project <> 'default'",
     ),
+    # Version 8: each chunk's character span in its document's extracted text, for citations;
+    # chunks stored before have none (NULL), as the text they were cut from is not kept.
+    8: CHUNK_SPANS,
 }
 
 

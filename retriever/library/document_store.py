@@ -11,12 +11,14 @@ precompute work over the same tables is `retriever.library.precompute_queue`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from retriever.db.postgres import PgDatabase
+from retriever.library.documents import MetadataCondition
 from retriever.library.drafts import DocumentConflict as DocumentConflict
 from retriever.library.drafts import (
     checked_status,
@@ -197,6 +199,21 @@ class DocumentStore(PrecomputeQueue):
                 f"SELECT id FROM chunks WHERE {condition}", parameters
             ).fetchall()
         return {int(row[0]) for row in rows}
+
+    def documents_where(
+        self, condition: MetadataCondition, project: str, document_ids: Sequence[str] | None
+    ) -> list[str]:
+        """Ids of `project`'s documents (only those of `document_ids` when given) whose metadata
+        passes `condition`, checked here on each one's metadata."""
+        clause, parameters = "project = ?", [project]
+        if document_ids is not None:
+            among, ids = self._dialect.any_of("id", document_ids)
+            clause, parameters = f"{clause} AND {among}", [project, ids]
+        with self._db.reading() as connection:
+            rows = connection.execute(
+                f"SELECT id, metadata FROM documents WHERE {clause}", parameters
+            ).fetchall()
+        return [doc_id for doc_id, metadata in rows if condition(json.loads(metadata))]
 
     def set_status(self, doc_id: str, status: DocumentStatus) -> bool:
         """Set a document's status; False if the document does not exist."""

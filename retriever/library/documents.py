@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from retriever.ingest.chunking import Chunking, normalize_text
-from retriever.library.records import DEFAULT_PROJECT, DocumentStatus
+from retriever.library.records import DEFAULT_PROJECT, ChunkRow, DocumentStatus
 
 _DOCUMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,255}")
 
@@ -57,10 +57,16 @@ class IngestResult:
     status: DocumentStatus
 
 
+MetadataCondition = Callable[[dict[str, Any]], bool]
+"""Whether a document's `metadata` lets its chunks be found (a search's filter)."""
+
+
 @dataclass(frozen=True)
 class Hit:
     """One retrieved chunk; `score` is the cosine similarity to the query in dense search, the
-    fused rank score in [0, 1] otherwise (`retriever.search.ranking`)."""
+    fused rank score in [0, 1] otherwise (`retriever.search.ranking`). `text` is
+    `document_text[start_char:end_char]` of the document's extracted text (None, None for a
+    chunk stored before spans were kept)."""
 
     document_id: str
     chunk_index: int
@@ -68,6 +74,22 @@ class Hit:
     score: float
     text: str
     token_ids: list[int]
+    start_char: int | None
+    end_char: int | None
+
+    @classmethod
+    def found(cls, row: ChunkRow, score: float, document_id: str) -> Hit:
+        """The hit of a stored chunk, its document named `document_id` (as the caller names it)."""
+        return cls(
+            document_id,
+            row.chunk_index,
+            row.id,
+            score,
+            row.text,
+            row.token_ids,
+            row.start_char,
+            row.end_char,
+        )
 
 
 class InvalidIngest(ValueError):

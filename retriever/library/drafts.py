@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from retriever.library.kv_presence import Executor
 
 
+_CHUNK_INSERT = "document_id, chunk_index, text, token_ids, start_char, end_char"
+"""The columns a new chunk row is given (and its embedding where the store keeps them)."""
+
+
 class DocumentConflict(Exception):
     """A document id is already taken by a document with different content."""
 
@@ -105,10 +109,11 @@ def insert_draft(
     for index, (chunk, vector) in enumerate(zip(draft.chunks, rows, strict=True)):
         token_ids = encode_token_ids(chunk.token_ids)
         values: tuple[object, ...] = (document.id, index, chunk.text, token_ids)
+        values += (chunk.start_char, chunk.end_char)
         if vector is not None:
             values += (encode_vector(vector),)
         row = connection.execute(
-            f"INSERT INTO chunks (document_id, chunk_index, text, token_ids{embedding}) "
+            f"INSERT INTO chunks ({_CHUNK_INSERT}{embedding}) "
             f"VALUES ({', '.join('?' * len(values))}) RETURNING id",
             values,
         ).fetchone()

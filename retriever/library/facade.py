@@ -30,6 +30,7 @@ from retriever.library.document_ids import client_chunk, client_document, client
 from retriever.library.documents import (
     Hit,
     IngestResult,
+    MetadataCondition,
     NewDocument,
     key_chunking,
     validated_texts,
@@ -139,10 +140,12 @@ class Library:
         ranking: Ranking = DENSE,
         *,
         tenant: Tenant,
+        where: MetadataCondition | None = None,
     ) -> list[Hit]:
         """The `top_k` chunks of `tenant`'s project that best answer `query` by `ranking`
-        (`retriever.search.ranking`), best first, optionally within documents and at or above
-        `min_score`.
+        (`retriever.search.ranking`), best first, optionally within documents, within those
+        whose metadata passes `where` (chosen before the search, so it ranks only their chunks)
+        and at or above `min_score`.
 
         Both rankings filter by project inside the search rather than after it: the dense one
         searches only the project's chunk ids (FAISS's id selector), the keyword one only rows
@@ -157,6 +160,8 @@ class Library:
         project = tenant.project
         if document_ids is not None:
             document_ids = [stored_id(doc_id, project) for doc_id in document_ids]
+        if where is not None:
+            document_ids = self.store.documents_where(where, project, document_ids)
         shared = not self.store.holds_only(project)
         allowed = None
         if document_ids is not None or shared:
@@ -175,14 +180,7 @@ class Library:
         found = [chunk_id for chunk_id, _ in scored]
         rows = {row.id: row for row in self.store.chunks_for(found, project)}
         hits = [
-            Hit(
-                client_id(row.document_id, project),
-                row.chunk_index,
-                row.id,
-                score,
-                row.text,
-                row.token_ids,
-            )
+            Hit.found(row, score, client_id(row.document_id, project))
             for chunk_id, score in scored
             if (row := rows.get(chunk_id)) is not None
         ]

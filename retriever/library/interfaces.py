@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from retriever.library.documents import MetadataCondition
 from retriever.library.records import (
     ChunkRow,
     DocumentDraft,
@@ -73,6 +74,10 @@ class LibraryStore(Protocol):
     def chunk_ids(
         self, document_ids: Sequence[str] | None = None, project: str | None = None
     ) -> set[int]: ...
+
+    def documents_where(
+        self, condition: MetadataCondition, project: str, document_ids: Sequence[str] | None
+    ) -> list[str]: ...
 
     def keyword_search(
         self,

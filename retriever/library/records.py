@@ -23,7 +23,7 @@ PROJECT_CHUNKS = "document_id IN (SELECT id FROM documents WHERE project = ?)"
 set of the project's documents first, which costs as much as the project is large."""
 CHUNK_IN_PROJECT = "(SELECT project FROM documents WHERE documents.id = chunks.document_id) = ?"
 """The same, to check chunks found otherwise (by id, by keyword): one lookup per chunk."""
-CHUNK_COLUMNS = "id, document_id, chunk_index, text, token_ids, kv_cached"
+CHUNK_COLUMNS = "id, document_id, chunk_index, text, token_ids, kv_cached, start_char, end_char"
 _TOKEN_DTYPE = np.dtype("<i4")
 
 
@@ -43,7 +43,9 @@ class DocumentRow:
 
 @dataclass(frozen=True)
 class ChunkRow:
-    """A stored chunk; `id` is also its vector id in the index."""
+    """A stored chunk; `id` is also its vector id in the index. `text` is
+    `document_text[start_char:end_char]` of its document's extracted text; both are None for
+    chunks stored before spans were kept."""
 
     id: int
     document_id: str
@@ -51,6 +53,8 @@ class ChunkRow:
     text: str
     token_ids: list[int]
     kv_cached: bool
+    start_char: int | None
+    end_char: int | None
 
 
 @dataclass(frozen=True)
@@ -119,10 +123,9 @@ def document_from_row(row: tuple[Any, ...]) -> DocumentRow:
 
 def chunk_from_row(row: tuple[Any, ...]) -> ChunkRow:
     """A chunk from a row selected as CHUNK_COLUMNS."""
-    chunk_id, document_id, chunk_index, text, token_ids, kv_cached = row
-    return ChunkRow(
-        chunk_id, document_id, chunk_index, text, decode_token_ids(token_ids), bool(kv_cached)
-    )
+    chunk_id, document_id, chunk_index, text, token_ids, kv_cached, start, end = row
+    ids = decode_token_ids(token_ids)
+    return ChunkRow(chunk_id, document_id, chunk_index, text, ids, bool(kv_cached), start, end)
 
 
 def select_document(connection: Executor, condition: str, value: Any) -> DocumentRow | None:

@@ -80,7 +80,7 @@ def found_chunk(file_id: str, score: float) -> FoundChunk:
     record = StoreFileRecord(
         file_id, "vs_1", f"{file_id}.txt", {"k": "v"}, 0, 9, "d", "cached", 1, "h"
     )
-    return FoundChunk(record, Hit("d", 0, 1, score, "the passage", [1, 2]))
+    return FoundChunk(record, Hit("d", 0, 1, score, "the passage", [1, 2], 0, 11))
 
 
 def events_of(stream: list[str]) -> list:

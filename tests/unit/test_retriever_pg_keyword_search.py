@@ -81,6 +81,7 @@ def test_a_library_written_before_keyword_search_gets_its_chunks_indexed(replica
         connection.execute("ALTER TABLE chunks DROP COLUMN search_words")
         for table in ("documents", "files", "vector_stores", "responses"):  # version 4's
             connection.execute(f"ALTER TABLE {table} DROP COLUMN project")
+        connection.execute("ALTER TABLE chunks DROP COLUMN start_char, DROP COLUMN end_char")
         connection.execute("UPDATE library_schema SET version = 2")
     upgraded = replicas("new")
     assert ids(upgraded.search("F-2291", top_k=3, ranking=KEYWORDS, tenant=DEFAULT)) == ["pump"]

@@ -96,6 +96,7 @@ def test_a_version_1_library_gains_stale_marks(database_url, postgres):
     with postgres.connect() as connection:
         connection.execute("ALTER TABLE chunks DROP COLUMN kv_stale")
         connection.execute("ALTER TABLE chunks DROP COLUMN search_words")  # version 3's
+        connection.execute("ALTER TABLE chunks DROP COLUMN start_char, DROP COLUMN end_char")
         for table in ("documents", "files", "vector_stores", "responses"):  # version 4's
             connection.execute(f"ALTER TABLE {table} DROP COLUMN project")
         connection.execute("DELETE FROM library_schema")

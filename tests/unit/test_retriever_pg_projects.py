@@ -72,6 +72,7 @@ def test_a_database_written_before_projects_is_upgraded_into_default(replicas, p
     with postgres.connect() as connection:  # as schema version 3 left it
         for table in ("documents", "files", "vector_stores", "responses"):
             connection.execute(f"ALTER TABLE {table} DROP COLUMN project")
+        connection.execute("ALTER TABLE chunks DROP COLUMN start_char, DROP COLUMN end_char")
         connection.execute("DELETE FROM library_schema")
         connection.execute("INSERT INTO library_schema VALUES (3)")
     upgraded, new_objects = replicas("new")
@@ -104,6 +105,7 @@ def test_a_database_written_before_ids_per_project_keeps_every_projects_ids(repl
             connection.execute(f"ALTER TABLE {table} DROP CONSTRAINT {table}_document_id_fkey")
             connection.execute(f"UPDATE {table} SET document_id = 'pump'")
         connection.execute("UPDATE documents SET id = 'pump'")
+        connection.execute("ALTER TABLE chunks DROP COLUMN start_char, DROP COLUMN end_char")
         for table in ("chunks", "files"):
             connection.execute(
                 f"ALTER TABLE {table} ADD CONSTRAINT {table}_document_id_fkey FOREIGN KEY "

@@ -108,6 +108,8 @@ def test_a_library_written_before_ids_per_project_keeps_every_projects_ids(tmp_p
     legacy.execute("PRAGMA foreign_keys = OFF")
     for table, column in (("documents", "id"), ("chunks", "document_id"), ("files", "document_id")):
         legacy.execute(f"UPDATE {table} SET {column} = 'pump' WHERE {column} = 'a/pump'")
+    for column in ("start_char", "end_char"):  # version 8's
+        legacy.execute(f"ALTER TABLE chunks DROP COLUMN {column}")
     legacy.execute("PRAGMA user_version = 6")
     legacy.commit()
     legacy.close()
