@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=6)
     parser.add_argument("--chunk-tokens", type=int, default=120)
     parser.add_argument("--rounds", type=int, default=6, help="the first is a warm-up")
-    parser.add_argument("--mode", default="blend", help="a mode spec (load_tests/eval)")
+    parser.add_argument("--mode", default="blend@0.55/metric=probe", help="the cold recipe")
     parser.add_argument("--out", default=scratch("first_sight"), help="<out>.json")
     args = parser.parse_args()
     if args.rounds < 2:
