@@ -1,10 +1,11 @@
 """What a first sighting costs beside a full prefill of a prompt as long, in one engine.
 
-Each round sends three requests of ``--chunks`` new chunks of ``--chunk-tokens`` tokens behind
-the fixed prefix, with a question: a full prefill (chunks never seen), a first sighting in blend
-mode (other chunks never seen: the engine stores them as it computes them) and those chunks again
-in the reverse order (every chunk a hit, the server's cold recipe). Medians over the rounds after
-the first (warm-up), and each median over full's:
+Each round sends four requests of ``--chunks`` chunks of ``--chunk-tokens`` tokens behind the
+fixed prefix, with a question: a full prefill (chunks never seen), a first sighting in blend mode
+(other chunks never seen: the engine stores them as it computes them), those chunks again in the
+reverse order (every chunk a hit, the server's cold recipe) and a partial hit (every other chunk
+known, the rest never seen, a known one first). Medians over the rounds after the first
+(warm-up), and each median over full's:
 
     python -m load_tests.bench_first_sight --chunks 6 --chunk-tokens 120 --rounds 6
 """
@@ -23,7 +24,7 @@ from typing import Any
 
 from load_tests.report import output_path, scratch
 
-ROWS = ("full", "first sight", "again, reversed")
+ROWS = ("full", "first sight", "again, reversed", "half new")
 
 
 async def _first_token_s(engine: Any, prompt: Any, mode: str, request_id: str) -> tuple[float, Any]:
@@ -54,12 +55,16 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     question = tokenizer.encode(QUESTION, add_special_tokens=False)
     timings: dict[str, list[float]] = {row: [] for row in ROWS}
     for index in range(args.rounds):
-        unseen = [chunk_token_ids(tokenizer, args.chunks, args.chunk_tokens, seed) for seed in (
-            10_000 + 2 * index, 10_001 + 2 * index)]  # fmt: skip
+        full, seen, new = (
+            chunk_token_ids(tokenizer, args.chunks, args.chunk_tokens, 10_000 + 3 * index + part)
+            for part in range(3)
+        )
+        half_new = [chunk for pair in zip(seen, new, strict=True) for chunk in pair]
         prompts = {
-            "full": assemble(prefix, unseen[0], question),
-            "first sight": assemble(prefix, unseen[1], question),
-            "again, reversed": assemble(prefix, unseen[1][::-1], question),
+            "full": assemble(prefix, full, question),
+            "first sight": assemble(prefix, seen, question),
+            "again, reversed": assemble(prefix, seen[::-1], question),
+            "half new": assemble(prefix, half_new[: args.chunks], question),
         }
         for row, prompt in prompts.items():
             mode = "full" if row == "full" else args.mode

@@ -61,6 +61,20 @@ class BlendJob:
             return computed_exactly(start, first_reused)
         return self.behind_fixed_prefix(prefix, start)
 
+    def kept_as_computed(
+        self, prefix: list[int], start: int, first_reused: int | None, rotates: bool
+    ) -> bool:
+        """Whether the blend's own KV of a missed chunk at ``start`` is what gets stored, so
+        the chunk is not computed a second time on the request's path. Where the plan stores
+        chunks behind their context (learning, contextual precompute), only KV computed
+        exactly is. Otherwise any chunk is, where RoPE lets its keys move to the prefix end
+        (``rotates``): exact KV for a first sighting or a miss before the first reused chunk,
+        and for a miss after it the KV it got over the reused chunks, which the front end
+        recomputes behind the fixed prefix once idle (`BlendStats.stored_in_context`)."""
+        if self.plan.store_behind_context:
+            return computed_exactly(start, first_reused)
+        return rotates or self.behind_fixed_prefix(prefix, start)
+
     def behind_fixed_prefix(self, prefix: list[int], start: int) -> bool:
         """Whether a chunk at ``start`` directly follows ``prefix`` at the prompt's start, where
         it is computed exactly as alone."""

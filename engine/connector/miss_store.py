@@ -1,14 +1,16 @@
 """Worker side, after a job's fill: store each chunk it missed.
 
-A chunk the fill computed exactly as a prefill of its prompt would (nothing before it was
-reused: every chunk of a first sighting, and those before a request's first hit) is stored as
-computed there, in its real context; so is one a contextual precompute or learning request puts
-behind chosen text. Every other miss (computed over reused KV, or left to vLLM's prefix cache)
-is computed again here right after the fixed chunk prefix, against the prefix's KV, which is
-computed once at the first such miss and kept (every rank of a split model keeps its own
-heads). An entry's keys always sit where the prefix ends: a chunk computed elsewhere has its
-keys moved there (RoPE attention depends only on relative positions, so that is the KV the
-same context would give it there).
+A missed chunk is mostly stored as the fill computed it (`BlendJob.kept_as_computed`): exactly,
+in its real context, when nothing before it was reused (every chunk of a first sighting);
+over the reused chunks' KV otherwise, which the front end later recomputes behind the fixed
+prefix off the request's path; and behind chosen text for a contextual precompute or learning
+request. What the fill did not capture (a plan that stores behind context missing a chunk after
+a reused one, a model without RoPE, a chunk inside vLLM's prefix hit) is computed again here
+right after the fixed chunk prefix, against the prefix's KV, which is computed once at the
+first such miss and kept (every rank of a split model keeps its own heads). An entry's keys
+always sit where the prefix ends: a chunk computed elsewhere has its keys moved there (RoPE
+attention depends only on relative positions, so that is the KV the same context would give
+it there).
 """
 
 from __future__ import annotations

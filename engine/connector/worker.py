@@ -23,7 +23,7 @@ from engine.blend.fuse import Attend, BlendResult, LayerHooks, PlacedChunks, Pro
 from engine.connector import report
 from engine.connector.capture import PagedCapture
 from engine.connector.lookup import ChunkLookupServer
-from engine.connector.metadata import BlendJob, computed_exactly
+from engine.connector.metadata import BlendJob
 from engine.connector.miss_store import MissStore
 from engine.connector.model import VllmDecoder, find_model_runner_model
 from engine.connector.paged_attention import CpuPagedAttention
@@ -194,17 +194,18 @@ class BlendWorker:
     def _fill(
         self, job: BlendJob, placement: Placement, recipe: Recipe, capture: bool = True
     ) -> BlendResult:
-        """Blend the claimed region and write it into the paged cache; captures chunks that were
-        computed in place exactly as alone."""
+        """Blend the claimed region and write it into the paged cache; captures the missed
+        chunks whose KV from this pass is stored (`BlendJob.kept_as_computed`)."""
         decoder = self._decoder
         device = next(iter(self._kv_caches.values())).device
         slots = job.slots(self.block_size, device)
         attend = self._paged_attention(job)
         settled = job.settled(attend is not None, recipe)
+        rotates, first = decoder.rope is not None, placement.first_reused
         in_place = [
             c
-            for c in placement.captures
-            if capture and c.start >= settled and self._kept_in_place(job, c.start, placement)
+            for c in (placement.captures if capture else [])
+            if c.start >= settled and job.kept_as_computed(self._prefix, c.start, first, rotates)
         ]
         for chunk in in_place:
             chunk.in_context = True
@@ -229,16 +230,6 @@ class BlendWorker:
         if in_place and device.type == "cuda":
             torch.cuda.current_stream(device).synchronize()  # the captures have reached the host
         return result
-
-    def _kept_in_place(self, job: BlendJob, start: int, placement: Placement) -> bool:
-        """Whether a missed chunk at ``start`` is stored as this fill computes it: exactly as a
-        prefill of this prompt would (nothing before it reused), where RoPE lets its keys move
-        to the prefix end, or where the plan stores chunks behind their context anyway. A
-        first sighting then costs one prefill: its chunks are not computed again behind the
-        fixed prefix, and their KV is what a real context gives them."""
-        if job.right_behind(self._prefix, start, placement.first_reused):
-            return True
-        return self._decoder.rope is not None and computed_exactly(start, placement.first_reused)
 
     def _paged_attention(self, job: BlendJob) -> Attend | None:
         """vLLM's CPU kernel reads the fused KV back from the paged cache; else torch SDPA."""

@@ -118,17 +118,22 @@ def test_selective_recompute_stays_much_closer_to_full_than_reuse(
 
 
 def test_a_missing_middle_chunk_leaves_the_others_hitting(server: Server) -> None:
+    """The miss behind a reused chunk is stored as the blend computed it (hit at once by the
+    next request) and queued to settle behind the prefix, not computed twice on the way."""
     _ask(server, "Germany", ["France", "Germany"], "blend")
     novel = capital_document("Freedonia", "Fredville")
     body_order = ["France", "Freedonia", "Germany"]
     DOCUMENTS["Freedonia"] = novel
+    queued = settled_count(server, "queued")
     try:
         first = _ask(server, "Germany", body_order, "blend")
+        settling = settled_count(server, "queued") - queued
         second = _ask(server, "Germany", body_order[::-1], "blend")
     finally:
         del DOCUMENTS["Freedonia"]
     assert first["blend"]["chunks_hit"] == 2
     assert first["blend"]["chunks_missed"] == 1
+    assert settling == 1
     assert second["blend"]["chunks_hit"] == 3
     assert "Berlin" in answer_text(first)
 

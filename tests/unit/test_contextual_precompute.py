@@ -79,3 +79,16 @@ def test_a_chunk_is_computed_exactly_when_nothing_before_it_was_reused() -> None
     assert computed_exactly(40, first_reused=90)
     assert not computed_exactly(90, first_reused=90)
     assert not computed_exactly(140, first_reused=90)
+
+
+def test_a_request_stores_every_miss_as_blended_and_leaves_the_prefix_form_for_later() -> None:
+    """A miss behind a reused chunk keeps the KV the blend gave it (settled later, off the
+    request's path) wherever its keys can move; a learning plan keeps only exact KV."""
+    prefix, request = [1, 2, 3], _job([1, 7, 7, 8, 9, 0], 3, False)
+    assert request.kept_as_computed(prefix, 3, first_reused=1, rotates=True)
+    assert request.kept_as_computed(prefix, 3, first_reused=None, rotates=True)
+    assert not request.kept_as_computed(prefix, 3, first_reused=1, rotates=False)
+    assert _job([1, 2, 3, 8, 9, 0], 3, False).kept_as_computed(prefix, 3, None, rotates=False)
+    learning = _job([1, 7, 7, 8, 9, 0], 3, True)
+    assert learning.kept_as_computed(prefix, 3, first_reused=5, rotates=True)
+    assert not learning.kept_as_computed(prefix, 3, first_reused=1, rotates=True)
