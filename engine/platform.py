@@ -18,6 +18,7 @@ SETTINGS_VARIABLES = (
     "VLLM_CPU_KVCACHE_SPACE",
     "VLLM_CPU_OMP_THREADS_BIND",
     "OMP_NUM_THREADS",
+    "VLLM_CPU_NUM_OF_RESERVED_CPU",
 )
 """What `prepare_environment` derives from one server's settings into its own process's
 environment: a process that has started an engine leaves these out of the environment of any
@@ -67,8 +68,14 @@ def prepare_environment(
     kv_cache_gib: float,
     log_level: str,
     tensor_parallel_size: int = 1,
+    reserved_cores: int | None = None,
 ) -> None:
     """Set vLLM's environment before the engine is created; explicit user values win.
+
+    On CPU, ``reserved_cores`` (None: one per rank, as `vllm serve` reserves) are kept free of
+    the model's compute threads: vLLM's scheduler spins while it waits for a step, and vLLM
+    reserves one core more when a KV connector is attached, so on 2 cores it would reserve
+    none and the compute threads would stall behind the spinning scheduler.
 
     On CPU, vLLM runs one worker process per tensor-parallel rank and by default binds each
     rank's threads to a NUMA node of its own; with fewer nodes than ranks it refuses to start,
@@ -89,6 +96,8 @@ def prepare_environment(
     }
     if device == "cpu":
         defaults["VLLM_CPU_KVCACHE_SPACE"] = _gib_for_vllm(kv_cache_gib)
+        reserved = tensor_parallel_size if reserved_cores is None else reserved_cores
+        defaults["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(reserved)
         if tensor_parallel_size > _numa_nodes():
             defaults["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
             cores = len(os.sched_getaffinity(0))

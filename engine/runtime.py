@@ -36,6 +36,8 @@ class EngineOptions:
     cpu_compile: bool = False
     """Compile the model on CPU too (vLLM compiles on GPUs; on CPU it costs time at start)."""
     tensor_parallel_size: int = 1
+    cpu_reserved_cores: int | None = None
+    """Cores left to the scheduler and front end (`prepare_environment`); None: one a rank."""
     blend: BlendSettings | None = None
     log_level: str = "info"
     served_model_name: str | None = None
@@ -58,6 +60,7 @@ class Engine:
             options.kv_cache_gib,
             options.log_level,
             options.tensor_parallel_size,
+            options.cpu_reserved_cores,
         )
         from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs

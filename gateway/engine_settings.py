@@ -66,6 +66,16 @@ class EngineSettings(BaseSettings):
         ge=1,
         description="Processes (CPU) or GPUs that split the model; must divide its heads.",
     )
+    cpu_reserved_cores: int | None = Field(
+        None,
+        ge=0,
+        description="CPU only: cores the model's compute threads leave to vLLM's scheduler and "
+        "the HTTP front end (vLLM's `VLLM_CPU_NUM_OF_RESERVED_CPU`, which wins when set). The "
+        "scheduler waits for each step by spinning, so compute threads on every core stall "
+        "behind it: on 2 busy cores decoding took 2.4x as long with none reserved "
+        "(docs/benchmarks.md). Default: one per tensor-parallel rank, what `vllm serve` "
+        "reserves (vLLM reserves one more for a KV connector, which on 2 cores means none).",
+    )
     tool_parser: str = Field(
         "auto",
         description="vLLM tool parser that reads tool calls from answers (`tool_choice` "

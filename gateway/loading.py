@@ -69,6 +69,7 @@ def engine_options(settings: Settings, model_dir: Path, tokenizer: Any) -> Engin
         max_num_seqs=settings.max_num_seqs,
         cpu_compile=settings.cpu_compile,
         tensor_parallel_size=settings.tensor_parallel_size,
+        cpu_reserved_cores=settings.cpu_reserved_cores,
         blend=blend_settings(settings, tokenizer),
         log_level=settings.log_level,
         served_model_name=settings.name_for_clients,

