@@ -9,7 +9,8 @@ its prefix cache on) starts first, then `ragblend serve`, one after the other; b
 running, with the same model, dtype, KV budget, context length, batch size, eager mode and
 cores left to the scheduler (``--reserved-cores``, default 1 for both, as each does out of the
 box). The questions are held-out knowledge-conflict items (a gold passage among distractors,
-``load_tests.eval``; fetch the data once with ``python -m load_tests.eval.fetch``, or use ``--data tests/data/eval_sample``).
+``load_tests.eval``; fetch the data once with ``python -m load_tests.eval.fetch``, or use
+``--data tests/data/eval_sample``).
 Phases (``load_tests/peer_traffic.py`` builds them): sent passages first seen, the same
 re-ordered, pasted (ragblend: ``blend.segment``), library retrieval (ragblend: ingested first,
 ``retrieval`` over the item's passages; vLLM: the same passages pasted), plain chat, multi-turn,
