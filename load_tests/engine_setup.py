@@ -32,6 +32,7 @@ def start_engine(
     kv_cache_gib: float = 4,
     profile_dir: Path | None = None,
     recipe: Recipe | None = None,
+    cpu_reserved_cores: int | None = None,
     **blend_settings: Any,
 ) -> BenchEngine:
     """Provision ``model`` if needed and start it with a chunk store under ``workdir``;
@@ -67,6 +68,7 @@ def start_engine(
         gpu_memory_utilization=0.85,
         enable_prefix_caching=True,
         max_num_seqs=4,
+        cpu_reserved_cores=cpu_reserved_cores,
         blend=blend,
         profile_dir=profile_dir,
     )
