@@ -68,9 +68,11 @@ def server_ranking(settings: Settings) -> Ranking:
     return Ranking(settings.hybrid_embedding_weight, settings.hybrid_text_weight)
 
 
-def ranking_for(options: RankingOptions | None, settings: Settings) -> Ranking:
-    """The ranking a request's ``ranking_options`` ask for, over the server's; a 400 for a
-    reranker the server has not loaded."""
+def ranking_for(
+    options: RankingOptions | None, settings: Settings, where: str = "ranking_options"
+) -> Ranking:
+    """The ranking a request's ``ranking_options`` (at `where` in its body) ask for, over the
+    server's; a 400 for a reranker the server has not loaded."""
     default = server_ranking(settings)
     if options is None:
         return default
@@ -79,7 +81,7 @@ def ranking_for(options: RankingOptions | None, settings: Settings) -> Ranking:
             400,
             f"ranking_options.ranker '{options.ranker}' is not loaded on this server "
             f"(RAGBLEND_RERANKER is '{settings.reranker}'); send 'auto' or 'none'.",
-            param="ranking_options.ranker",
+            param=f"{where}.ranker",
         )
     weights = options.hybrid_search
     return Ranking(
