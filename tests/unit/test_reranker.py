@@ -16,8 +16,8 @@ from retriever.search.passage_kv import PassageKV, PassageKVCache
 from retriever.search.query_likelihood import PROMPT_HEAD, PROMPT_TAIL, QueryLikelihoodReranker
 from retriever.search.ranking import Ranking
 from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder
-from tests.unit.test_retriever_keyword_search import CALM, CODE, PETS
 from tests.unit.tenants import DEFAULT
+from tests.unit.test_retriever_keyword_search import CALM, CODE, PETS
 from tests.unit.tiny_llama import tiny_llama
 
 MODEL_DIR = Path(__file__).resolve().parents[2] / "data" / "models" / "smollm2-135m-instruct"
@@ -85,9 +85,9 @@ def test_the_served_model_puts_the_answer_first_where_the_dense_order_does_not(t
         question = "Which fault code shows when the pump valve sticks?"
         dense = library.search(question, 3, ranking=Ranking(rerank=False), tenant=DEFAULT)
         # The stand-in embedder sees only cat/dog/sky/sea: the pets come first.
-        assert [hit.document_id for hit in dense][0] == "pets"
+        assert dense[0].document_id == "pets"
         reranked = library.search(question, 3, tenant=DEFAULT)
-        assert [hit.document_id for hit in reranked][0] == "pump"
+        assert reranked[0].document_id == "pump"
         assert 1 >= reranked[0].score > reranked[1].score >= reranked[2].score > 0
     finally:
         library.close()
