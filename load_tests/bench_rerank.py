@@ -27,12 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from load_tests.bench_retrieval import gold_rank, retrieval_scores, sample
+from load_tests.bench_retrieval import gold_rank, recall_grid, retrieval_scores, sample
 from load_tests.eval.datasets import QA_LOADERS, load_xsum
-from load_tests.report import format_grid, output_path, scratch
+from load_tests.report import output_path, scratch
 from load_tests.stats import percentile
 
-CUTOFFS = (1, 5, 10)
 RANKINGS = {
     "dense": (1.0, 0.0, False),
     "hybrid": (1.0, 1.0, False),
@@ -133,21 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     latency(reranker, queries, texts)  # every passage read once
     timed["warm"] = latency(reranker, queries, texts)
     timed["candidates_per_call"] = sum(map(len, texts)) / len(texts)
-    header = ["ranking", *(f"recall@{k}" for k in CUTOFFS), "mrr", "ms/query"]
     print(f"{args.dataset}: {len(documents)} documents, {len(asked)} questions")
-    print(
-        format_grid(
-            header,
-            [
-                [
-                    row["ranking"],
-                    *(f"{row[key]:.3f}" for key in header[1:-1]),
-                    f"{1000 * row['seconds_per_query']:.0f}",
-                ]
-                for row in rows
-            ],
-        )
-    )
+    print(recall_grid(rows))
     for kind in ("cold", "warm"):
         print(f"rerank of {timed['candidates_per_call']:.1f} chunks, {kind}: {timed[kind]}")
     out = output_path(Path(args.out), ".json")
