@@ -105,13 +105,14 @@ def learnt_contexts(state: AppState, cache: ChunkCache) -> LearntContexts:
 
 
 def reranker(settings: Settings, model_dir: Path) -> Reranker | None:
-    """The reranker ``RAGBLEND_RERANKER`` names, loaded: the served model's weights, read in
-    this process (`retriever.search.query_likelihood`); None when it is off."""
+    """The reranker ``RAGBLEND_RERANKER`` names, loaded: the served model's weights, read on
+    this process's CPU (`retriever.search.query_likelihood`); None when it is off."""
     if settings.reranker == "off":
         return None
     from retriever import QueryLikelihoodReranker
 
-    return QueryLikelihoodReranker.load(model_dir, settings.rerank_cache_mb * 1024 * 1024)
+    dtype = resolve_dtype(settings.dtype, "cpu")
+    return QueryLikelihoodReranker.load(model_dir, settings.rerank_cache_mb * 1024 * 1024, dtype)
 
 
 async def _open_library(

@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--candidates", type=int, default=20, help="chunks reranked")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--model", default="data/models/smollm2-135m-instruct")
+    parser.add_argument("--dtype", default="bfloat16", help="the reranker's (as the server's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=scratch("rerank"), help="<out>.json")
     return parser
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     documents = [NewDocument(f"p{number}", text) for number, text in enumerate(passages)]
     with contextlib.suppress(FileNotFoundError):  # without XSum: the passages alone
         documents += [NewDocument(item.id, item.document) for item in load_xsum(data)]
-    reranker = QueryLikelihoodReranker.load(Path(args.model), 1 << 30)
+    reranker = QueryLikelihoodReranker.load(Path(args.model), 1 << 30, args.dtype)
     rows, timed = [], {}
     with tempfile.TemporaryDirectory() as scratch_dir:
         library = Library(
@@ -120,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             seconds = (time.perf_counter() - started) / len(asked)
             rows.append({"ranking": name, **retrieval_scores(ranks), "seconds_per_query": seconds})
+            print(f"{name}: {1000 * seconds:.0f} ms a search", file=sys.stderr)
         queries = [asked[n % len(asked)].question for n in range(args.queries)]
         hybrid = Ranking(1.0, 1.0, rerank=False)
         texts = [

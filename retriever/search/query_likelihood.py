@@ -45,12 +45,16 @@ class QueryLikelihoodReranker:
         self._lock = FairLock()
 
     @classmethod
-    def load(cls, model_dir: Path, cache_bytes: int) -> QueryLikelihoodReranker:
-        """The model in `model_dir` (the served model's folder, already on disk), in float32."""
+    def load(
+        cls, model_dir: Path, cache_bytes: int, dtype: str = "float32"
+    ) -> QueryLikelihoodReranker:
+        """The model in `model_dir` (the served model's folder, already on disk), on the CPU in
+        `dtype`: bfloat16 where the CPU multiplies it natively (2.5x float32's speed on the
+        project's EPYC, the same order), else float32 (`engine.platform.resolve_dtype`)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
         return cls(model.eval(), tokenizer, cache_bytes)
 
     def scores(self, query: str, texts: Sequence[str]) -> list[float]:
