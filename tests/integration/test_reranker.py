@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 QUESTION = "Which fault code shows when the pump valve sticks?"
 DOCUMENTS = [
-    {"id": "pump", "text": "The sea pump shows fault F-2291 when its valve sticks in cold weather."},
+    {"id": "pump", "text": "The sea pump shows fault F-2291 when its valve sticks in the cold."},
     {"id": "calm", "text": "The sea was calm and the sea was grey under a sea of cloud."},
     {"id": "pets", "text": "A cat and a dog share the garden; the dog digs and the cat naps."},
 ]
