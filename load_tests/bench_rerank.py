@@ -129,13 +129,13 @@ def main(argv: list[str] | None = None) -> int:
             for q in queries
         ]
         library.close()
+    print(f"{args.dataset}: {len(documents)} documents, {len(asked)} questions")
+    print(recall_grid(rows), flush=True)
     cold = QueryLikelihoodReranker(reranker.model, reranker.tokenizer, cache_bytes=0)
     timed["cold"] = latency(cold, queries[: args.cold_queries], texts[: args.cold_queries])
-    latency(reranker, queries, texts)  # every passage read once
+    latency(reranker, queries[: len(asked)], texts[: len(asked)])  # every passage read once
     timed["warm"] = latency(reranker, queries, texts)
     timed["candidates_per_call"] = sum(map(len, texts)) / len(texts)
-    print(f"{args.dataset}: {len(documents)} documents, {len(asked)} questions")
-    print(recall_grid(rows))
     for kind in ("cold", "warm"):
         print(f"rerank of {timed['candidates_per_call']:.1f} chunks, {kind}: {timed[kind]}")
     out = output_path(Path(args.out), ".json")
