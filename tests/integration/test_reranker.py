@@ -23,13 +23,9 @@ DOCUMENTS = [
 
 
 def _sources(client: httpx.Client, server: Server, ranking: dict[str, Any]) -> list[Any]:
-    body = {
-        "model": server.model,
-        "messages": [{"role": "user", "content": QUESTION}],
-        "retrieval": {"top_k": 3, "ranking_options": ranking},
-        "max_tokens": 1,
-        "temperature": 0,
-    }
+    retrieval = {"top_k": 3, "ranking_options": ranking}
+    messages = [{"role": "user", "content": QUESTION}]
+    body = {"model": server.model, "messages": messages, "retrieval": retrieval, "max_tokens": 1}
     reply = client.post("/v1/chat/completions", json=body)
     assert reply.status_code == 200, reply.text
     return [(source["document_id"], source["score"]) for source in reply.json()["retrieval"]]
