@@ -33,6 +33,23 @@ class LibrarySettings(BaseSettings):
     hybrid_text_weight: float = Field(
         1.0, gt=0, description="Weight of the keyword ranking in `hybrid` ranking."
     )
+    reranker: Literal["off", "served-model"] = Field(
+        "off",
+        description="Reranker reordering each search's best `rerank_candidates` chunks after "
+        "ranking (chat `retrieval`, vector store search, `file_search`): `served-model` scores "
+        "them by how likely the served model finds the question after each chunk (its weights "
+        "loaded a second time, in the gateway), and its score in [0, 1] replaces the ranking's. "
+        "A request's `ranking_options.ranker` `none` skips it.",
+    )
+    rerank_cache_mb: int = Field(
+        512,
+        ge=0,
+        description="Memory for the reranker's cached passage KV (each chunk is read by the model "
+        "once, then only questions are computed over it), least recently used out first.",
+    )
+    rerank_candidates: int = Field(
+        20, ge=1, le=100, description="Chunks the reranker reorders per search (at least `top_k`)."
+    )
     chunk_tokens: int = Field(
         384, ge=64, le=2048, description="Largest ingested chunk, in the served model's tokens."
     )

@@ -30,7 +30,7 @@ from gateway.rag.precompute import Precomputer
 from gateway.rag.settle import PrefixSettler
 from gateway.settings import Settings
 from gateway.state import AppState
-from retriever import STORE_FILE, Library, NeighbourPolicy, RagObjects
+from retriever import STORE_FILE, Library, NeighbourPolicy, RagObjects, Reranker
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +105,22 @@ def learnt_contexts(state: AppState, cache: ChunkCache) -> LearntContexts:
     )
 
 
+def reranker(settings: Settings, model_dir: Path) -> Reranker | None:
+    """The reranker ``RAGBLEND_RERANKER`` names, loaded: the served model's weights, read on
+    this process's CPU (`retriever.search.query_likelihood`); None when it is off."""
+    if settings.reranker == "off":
+        return None
+    from retriever import QueryLikelihoodReranker
+
+    dtype = resolve_dtype(settings.dtype, "cpu")
+    return QueryLikelihoodReranker.load(model_dir, settings.rerank_cache_mb * 1024 * 1024, dtype)
+
+
 async def _open_library(
-    settings: Settings, tokenizer: Any, neighbours: NeighbourPolicy | None
+    settings: Settings,
+    tokenizer: Any,
+    neighbours: NeighbourPolicy | None,
+    ranker: Reranker | None,
 ) -> Library | None:
     """The document library, or None (retrieval off, serving on) if it cannot be opened."""
     from retriever import Embedder
@@ -121,6 +135,8 @@ async def _open_library(
             settings.chunk_tokens,
             settings.database_url,
             neighbours,
+            ranker,
+            settings.rerank_candidates,
         )
 
     try:
@@ -144,7 +160,10 @@ async def load(state: AppState, exit_on_failure: bool) -> None:
         engine = await asyncio.to_thread(Engine, options)
         state.chunk_cache = chunk_cache(settings, engine, tokenizer)
         neighbours = neighbour_policy(settings, state.chunk_cache)
-        state.library = await _open_library(settings, tokenizer, neighbours)
+        # A reranker asked for but not loadable stops loading: requests naming it must not
+        # be served unreranked.
+        ranker = await asyncio.to_thread(reranker, settings, model_dir)
+        state.library = await _open_library(settings, tokenizer, neighbours, ranker)
         if state.library is not None:
             LIBRARY_PROGRESS.store = state.library.store
         if state.library is not None:

@@ -51,6 +51,20 @@ def retrieval_scores(ranks: Sequence[int | None], cutoffs: Sequence[int] = CUTOF
     return scores
 
 
+def recall_grid(rows: Sequence[dict]) -> str:
+    """The rows (``ranking``, the ``retrieval_scores``, ``seconds_per_query``) as a grid."""
+    header = ["ranking", *(f"recall@{k}" for k in CUTOFFS), "mrr", "ms/query"]
+    cells = [
+        [
+            row["ranking"],
+            *(f"{row[key]:.3f}" for key in header[1:-1]),
+            f"{1000 * row['seconds_per_query']:.0f}",
+        ]
+        for row in rows
+    ]
+    return format_grid(header, cells)
+
+
 def sample(items: list, passages: int, questions: int, seed: int) -> tuple[list[str], list]:
     """The first `passages` distinct passages, and `questions` items asked about them."""
     kept = list(dict.fromkeys(item.passage for item in items))[:passages]
@@ -120,21 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             seconds = (time.monotonic() - started) / len(asked)
             rows.append({"ranking": name, **retrieval_scores(ranks), "seconds_per_query": seconds})
         library.close()
-    header = ["ranking", *(f"recall@{k}" for k in CUTOFFS), "mrr", "ms/query"]
     print(f"{args.dataset}: {len(passages)} passages, {len(asked)} questions")
-    print(
-        format_grid(
-            header,
-            [
-                [
-                    row["ranking"],
-                    *(f"{row[key]:.3f}" for key in header[1:-1]),
-                    f"{1000 * row['seconds_per_query']:.0f}",
-                ]
-                for row in rows
-            ],
-        )
-    )
+    print(recall_grid(rows))
     out = output_path(Path(args.out), ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     document = {"settings": vars(args), "questions": len(asked), "rows": rows}

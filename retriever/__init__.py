@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from retriever.search.embed import Embedder
     from retriever.search.index import VectorIndex
     from retriever.search.neighbours import NeighbourPolicy, context_order, nearest_chunks
+    from retriever.search.query_likelihood import QueryLikelihoodReranker
     from retriever.search.ranking import Ranking, Reranker
     from retriever.tenant import Tenant
 
@@ -65,6 +66,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "retriever.search.embed": ("Embedder",),
     "retriever.search.index": ("VectorIndex",),
     "retriever.search.neighbours": ("NeighbourPolicy", "context_order", "nearest_chunks"),
+    "retriever.search.query_likelihood": ("QueryLikelihoodReranker",),
     "retriever.search.ranking": ("Ranking", "Reranker"),
     "retriever.tenant": ("Tenant",),
 }
@@ -95,6 +97,7 @@ __all__ = [
     "NewDocument",
     "OutageLog",
     "PageRequest",
+    "QueryLikelihoodReranker",
     "RagObjects",
     "Ranking",
     "Reranker",

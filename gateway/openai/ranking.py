@@ -4,12 +4,15 @@
 - ``hybrid_search`` (``embedding_weight``, ``text_weight``) fuses the dense ranking with the keyword
   ranking by reciprocal rank, weighted so; a ``text_weight`` of 0 is plain dense search. Unset:
   the server's ranking (``RAGBLEND_RETRIEVAL_RANKING`` and its weights).
-- ``score_threshold`` drops results scoring below it: cosine similarity in dense search, the fused
-  score in [0, 1] otherwise (1: first in both rankings; 0.5: first in one of two equally weighted).
-- ``ranker``: ``none`` skips the reranker, ``auto`` lets the server rerank when it has one (this
-  build has none: no PyPI package ships cross-encoder weights that load offline, see
-  ``retriever.search.ranking``). OpenAI's ``default-2024-11-15`` names OpenAI's own ranker, which
-  ragblend cannot run: a 400, not a silent substitute.
+- ``score_threshold`` drops results scoring below it, on the scale of the score results show:
+  cosine similarity in dense search, the fused score in [0, 1] otherwise (1: first in both
+  rankings; 0.5: first in one of two equally weighted), and the reranker's score in [0, 1] when
+  one reranked (the geometric mean of the question tokens' probabilities after the chunk).
+- ``ranker``: the server's reranker (``RAGBLEND_RERANKER``) reorders the best
+  ``RAGBLEND_RERANK_CANDIDATES`` chunks unless a request sends ``none``; ``auto`` (or no
+  ``ranker``) leaves it to the server; a reranker's name (``served-model``) asks for it and is a
+  400 when the server has not loaded it. OpenAI's ``default-2024-11-15`` names OpenAI's own
+  ranker, which ragblend cannot run: a 400, not a silent substitute.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.http.errors import APIError
 from gateway.settings import Settings
 from retriever import Ranking
 
@@ -42,7 +46,7 @@ class HybridSearch(BaseModel):
 class RankingOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    ranker: Literal["auto", "none", "default-2024-11-15"] | None = None
+    ranker: Literal["auto", "none", "served-model", "default-2024-11-15"] | None = None
     score_threshold: float | None = Field(None, ge=0.0, le=1.0)
     hybrid_search: HybridSearch | None = None
 
@@ -52,7 +56,7 @@ class RankingOptions(BaseModel):
         if value == OPENAI_RANKER:
             raise ValueError(
                 f"'{OPENAI_RANKER}' is OpenAI's own ranker, which ragblend does not have; "
-                "send 'auto' or 'none'"
+                "send 'auto', 'none' or 'served-model'"
             )
         return value
 
@@ -64,11 +68,21 @@ def server_ranking(settings: Settings) -> Ranking:
     return Ranking(settings.hybrid_embedding_weight, settings.hybrid_text_weight)
 
 
-def ranking_for(options: RankingOptions | None, settings: Settings) -> Ranking:
-    """The ranking a request's ``ranking_options`` ask for, over the server's."""
+def ranking_for(
+    options: RankingOptions | None, settings: Settings, where: str = "ranking_options"
+) -> Ranking:
+    """The ranking a request's ``ranking_options`` (at `where` in its body) ask for, over the
+    server's; a 400 for a reranker the server has not loaded."""
     default = server_ranking(settings)
     if options is None:
         return default
+    if options.ranker not in (None, "auto", "none", settings.reranker):
+        raise APIError(
+            400,
+            f"ranking_options.ranker '{options.ranker}' is not loaded on this server "
+            f"(RAGBLEND_RERANKER is '{settings.reranker}'); send 'auto' or 'none'.",
+            param=f"{where}.ranker",
+        )
     weights = options.hybrid_search
     return Ranking(
         default.embedding_weight if weights is None else weights.embedding_weight,

@@ -158,7 +158,7 @@ async def _search(state: AppState, tenant: Tenant, turn: ResponsesTurn) -> list[
         raise APIError(400, "file_search needs a user message to search for.", param="input")
     library = state.ready_library()
     threshold = None if tool.ranking is None else tool.ranking.score_threshold
-    ranking = ranking_for(tool.ranking, state.settings)
+    ranking = ranking_for(tool.ranking, state.settings, "tools.ranking_options")
     search = StoreSearch(
         tool.store_ids, [turn.question], tool.max_results, ranking, tool.condition, threshold
     )

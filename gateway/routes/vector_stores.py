@@ -109,7 +109,11 @@ async def delete_vector_store(vector_store_id: str, objects: ProjectObjects) -> 
 async def search_vector_store(
     vector_store_id: str, state: RagState, objects: ProjectObjects, body: JSONBody
 ) -> dict[str, Any]:
-    params = parse_params(vector_store_search_params.VectorStoreSearchParams, body)
+    # ``ranking_options`` is ragblend's to check (below): it takes rankers OpenAI's type lacks.
+    openai_body = body
+    if isinstance(body, dict):
+        openai_body = {key: value for key, value in body.items() if key != "ranking_options"}
+    params = parse_params(vector_store_search_params.VectorStoreSearchParams, openai_body)
     query = params["query"]
     queries = [query] if isinstance(query, str) else list(query)
     if not queries or not all(check_text(q, "query").strip() for q in queries):

@@ -43,7 +43,7 @@ async def request_chunks(
             options.top_k or state.settings.retrieval_top_k,
             options.threshold,
             options.document_ids,
-            ranking_for(options.ranking_options, state.settings),
+            ranking_for(options.ranking_options, state.settings, "retrieval.ranking_options"),
             tenant=tenant,
             where=None if condition is None else partial(matches, condition),
         )

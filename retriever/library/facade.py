@@ -46,7 +46,13 @@ from retriever.library.records import ChunkRow, DocumentDraft, DocumentRow
 from retriever.library.shared_backend import SharedBackend
 from retriever.search.index import IndexKind, VectorIndex
 from retriever.search.neighbours import NeighbourPolicy
-from retriever.search.ranking import DENSE, FUSION_DEPTH, Ranking, Reranker, ranked_chunks
+from retriever.search.ranking import (
+    DENSE,
+    RERANK_CANDIDATES,
+    Ranking,
+    Reranker,
+    ranked_chunks,
+)
 from retriever.tenant import Tenant
 
 
@@ -63,6 +69,7 @@ class Library:
         database_url: str | None = None,
         neighbours: NeighbourPolicy | None = None,
         reranker: Reranker | None = None,
+        rerank_candidates: int = RERANK_CANDIDATES,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.tokenizer = tokenizer
@@ -73,6 +80,8 @@ class Library:
         """How chunks' KV is computed behind neighbours; None: a fixed prefix, none requeued."""
         self.reranker = reranker
         """What reorders search candidates (`retriever.search.ranking.Reranker`); None: none."""
+        self.rerank_candidates = rerank_candidates
+        """How many of the ranking's best chunks the reranker reorders (at least `top_k`)."""
         self._write_lock = threading.Lock()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.backend: LibraryBackend
@@ -171,7 +180,7 @@ class Library:
         reranker = self.reranker if ranking.rerank else None
         scored = ranked_chunks(
             ranking,
-            top_k if reranker is None else FUSION_DEPTH,
+            top_k if reranker is None else max(top_k, self.rerank_candidates),
             lambda n: self.index.search(self.embedder.embed([query])[0], n, allowed),
             lambda n: self.store.keyword_search(
                 query, n, document_ids, project if shared else None

@@ -3,9 +3,10 @@ keywords alone, or by both fused (hybrid, `retriever.search.fusion`), then optio
 
 A `Ranking` weighs the two lists the way OpenAI's `ranking_options.hybrid_search` does: a
 `text_weight` of 0 is plain dense search, with cosine similarities as scores; any other weights
-fuse the lists by reciprocal rank, scores in [0, 1]. A `Reranker` (a cross-encoder, say) may
-then reorder the candidates; none ships with ragblend, because no PyPI package carries
-cross-encoder weights that load offline (FlashRank and its kin download theirs at run time).
+fuse the lists by reciprocal rank, scores in [0, 1]. A `Reranker` may then reorder the best
+`RERANK_CANDIDATES`, its scores replacing the ranking's: ragblend's is the served model itself
+(`retriever.search.query_likelihood`), because no PyPI package carries cross-encoder weights
+that load offline (FlashRank and its kin download theirs at run time).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Protocol
 from retriever.search.fusion import reciprocal_rank_fusion
 
 FUSION_DEPTH = 50
-"""Candidates each list contributes to the fusion, and a reranker reorders."""
+"""Candidates each list contributes to the fusion."""
+RERANK_CANDIDATES = 20
+"""Candidates a reranker reorders unless the library is told otherwise."""
 Scored = list[tuple[int, float]]
 """(chunk id, score) pairs, best first."""
 

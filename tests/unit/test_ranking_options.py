@@ -17,7 +17,7 @@ from gateway.openai.response_request import parse_turn
 from gateway.serve.chunk_sources import request_chunks
 from retriever import STORE_FILE, Library, RagObjects
 from tests.unit.gateway_fakes import CharTokenizer, WordEmbedder, client, ready_app
-from tests.unit.test_retriever_keyword_search import CALM, CODE, PETS, QUESTION
+from tests.unit.test_retriever_keyword_search import CALM, CODE, PETS, QUESTION, LengthReranker
 
 HYBRID = {"hybrid_search": {"embedding_weight": 1, "text_weight": 1}}
 
@@ -84,6 +84,7 @@ def test_the_server_default_ranking_is_a_setting(served):
     [
         ({"ranking_options": {"ranker": "default-2024-11-15"}}, "ranking_options.ranker"),
         ({"ranking_options": {"ranker": "best"}}, "ranking_options.ranker"),
+        ({"ranking_options": {"ranker": "served-model"}}, "ranking_options.ranker"),  # not loaded
         ({"ranking_options": {"score_threshold": 1.5}}, "ranking_options.score_threshold"),
         (
             {"ranking_options": {"hybrid_search": {"embedding_weight": 0, "text_weight": 0}}},
@@ -103,6 +104,23 @@ def test_options_ragblend_cannot_honour_are_400s_naming_them(served, extra, para
     reply = http.post(f"/v1/vector_stores/{store_id}/search", json=body)
     assert reply.status_code == 400, reply.text
     assert reply.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize("served", [{"reranker": "served-model"}], indirect=True)
+def test_the_server_reranker_reranks_unless_a_request_says_none(served):
+    http, _ = served
+    http.app.state.ragblend.library.reranker = LengthReranker()  # as loading puts the real one
+    dense = names(search(served, ranking_options={"ranker": "none"}))
+    assert dense == ["pets", "pump", "calm"]  # as without a reranker
+    reranked = search(served)
+    assert names(reranked) == ["calm", "pets", "pump"]  # shortest first, with its scores
+    assert reranked[0][1] == pytest.approx(1 / len(CALM.text))
+    assert search(served, ranking_options={"ranker": "served-model"}) == reranked
+    assert search(served, ranking_options={"ranker": "auto"}) == reranked
+    assert retrieved(served, {}) == ["calm", "pets"]  # chat retrieval alike
+    assert retrieved(served, {"ranking_options": {"ranker": "none"}}) == ["pets", "pump"]
+    threshold = {"score_threshold": 1 / len(CALM.text)}  # on the reranker's scale
+    assert names(search(served, ranking_options=threshold)) == ["calm"]
 
 
 def test_file_search_takes_the_same_options():
@@ -145,6 +163,7 @@ def test_chat_retrieval_takes_the_server_top_k_and_ranking_options(served):
     [
         ({"min_score": 0.1, "ranking_options": {"score_threshold": 0.5}}, "retrieval"),
         ({"ranking_options": {"ranker": "default-2024-11-15"}}, "retrieval.ranking_options.ranker"),
+        ({"ranking_options": {"ranker": "served-model"}}, "retrieval.ranking_options.ranker"),
     ],
 )
 def test_chat_retrieval_refuses_what_it_cannot_honour(served, retrieval, param):
