@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from load_tests.report import output_path, scratch, write_json
+from load_tests.report import output_path, parse_rounds, scratch, write_json
 
 STORY = "The keeper lit the lamp at dusk and watched the ships pass the rocks. "
 
@@ -79,13 +79,10 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     parser.add_argument("--models-dir", default="data/models")
     parser.add_argument("--reserved", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--rounds", type=int, default=6, help="the first is a warm-up")
     parser.add_argument("--decode-tokens", type=int, default=64)
     parser.add_argument("--prompt-tokens", type=int, default=1000)
     parser.add_argument("--out", default=scratch("cpu_reserve"), help="<out>.json")
-    args = parser.parse_args()
-    if args.rounds < 2:
-        parser.error("--rounds must be at least 2 (the first is a warm-up)")
+    args = parse_rounds(parser)
     result = asyncio.run(_run(args))
     path = output_path(args.out, ".json")
     write_json(path, result)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from load_tests.report import output_path, scratch
+from load_tests.report import output_path, parse_rounds, scratch, write_json
 
 ROWS = ("full", "first sight", "again, reversed", "half new")
 
@@ -89,16 +88,12 @@ def main() -> None:
     parser.add_argument("--models-dir", default="data/models")
     parser.add_argument("--chunks", type=int, default=6)
     parser.add_argument("--chunk-tokens", type=int, default=120)
-    parser.add_argument("--rounds", type=int, default=6, help="the first is a warm-up")
     parser.add_argument("--mode", default="blend@0.55/metric=probe", help="the cold recipe")
     parser.add_argument("--out", default=scratch("first_sight"), help="<out>.json")
-    args = parser.parse_args()
-    if args.rounds < 2:
-        parser.error("--rounds must be at least 2 (the first is a warm-up)")
+    args = parse_rounds(parser)
     result = asyncio.run(_run(args))
     path = output_path(args.out, ".json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2))
+    write_json(path, result)
     for row in ROWS:
         print(f"{row:16} {result['median_s'][row]:7.3f} s  {result['over_full'][row]:.2f}x full")
     print(f"wrote {path}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -70,6 +71,15 @@ def format_table(rows: Sequence[tuple[str, str]]) -> str:
 
 def report_document(settings: Mapping[str, Any], summary: LoadSummary) -> dict[str, Any]:
     return {"settings": dict(settings), "summary": asdict(summary)}
+
+
+def parse_rounds(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The arguments, with ``--rounds`` (the first a warm-up, left out of the medians) added."""
+    parser.add_argument("--rounds", type=int, default=6, help="the first is a warm-up")
+    args = parser.parse_args()
+    if args.rounds < 2:
+        parser.error("--rounds must be at least 2 (the first is a warm-up)")
+    return args
 
 
 def write_json(path: Path, document: Mapping[str, Any]) -> None:
