@@ -72,10 +72,9 @@ def prepare_environment(
 ) -> None:
     """Set vLLM's environment before the engine is created; explicit user values win.
 
-    On CPU, ``reserved_cores`` (None: one per rank, as `vllm serve` reserves) are kept free of
-    the model's compute threads: vLLM's scheduler spins while it waits for a step, and vLLM
-    reserves one core more when a KV connector is attached, so on 2 cores it would reserve
-    none and the compute threads would stall behind the spinning scheduler.
+    On CPU, ``reserved_cores`` are kept free of the model's compute threads for vLLM's
+    scheduler, which spins while it waits for a step (None: vLLM's own rule, one per rank and
+    one more for a KV connector; on 2 cores that reserves none).
 
     On CPU, vLLM runs one worker process per tensor-parallel rank and by default binds each
     rank's threads to a NUMA node of its own; with fewer nodes than ranks it refuses to start,
@@ -96,8 +95,8 @@ def prepare_environment(
     }
     if device == "cpu":
         defaults["VLLM_CPU_KVCACHE_SPACE"] = _gib_for_vllm(kv_cache_gib)
-        reserved = tensor_parallel_size if reserved_cores is None else reserved_cores
-        defaults["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(reserved)
+        if reserved_cores is not None:
+            defaults["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(reserved_cores)
         if tensor_parallel_size > _numa_nodes():
             defaults["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
             cores = len(os.sched_getaffinity(0))

@@ -37,7 +37,7 @@ class EngineOptions:
     """Compile the model on CPU too (vLLM compiles on GPUs; on CPU it costs time at start)."""
     tensor_parallel_size: int = 1
     cpu_reserved_cores: int | None = None
-    """Cores left to the scheduler and front end (`prepare_environment`); None: one a rank."""
+    """Cores left to the scheduler and front end (`prepare_environment`); None: vLLM's rule."""
     blend: BlendSettings | None = None
     log_level: str = "info"
     served_model_name: str | None = None

