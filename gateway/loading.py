@@ -111,7 +111,7 @@ async def _open_library(
     from retriever import Embedder
 
     def open_library() -> Library:
-        embedder = Embedder(settings.embedding_model)
+        embedder = Embedder(settings.embedding_model, dtype=settings.embedding_dtype)
         return Library(
             settings.library_dir,
             tokenizer,

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from retriever.search.embed_precision import EmbeddingDtype, resolved_dtype
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -31,11 +33,18 @@ class Embedder:
     threads at once, and a caller embedding many batches must not starve one waiting for a query.
     """
 
-    def __init__(self, model_path: str | Path | None = None, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        device: str = "cpu",
+        dtype: EmbeddingDtype = "float32",
+    ) -> None:
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
         self.name = Path(model_path).name if model_path is not None else DEFAULT_MODEL_NAME
         """What clients call the model (``/v1/embeddings``): the bundled model's or its folder's."""
         self.device = device
+        self.dtype = resolved_dtype(dtype, device)
+        """What the model computes in (`retriever.search.embed_precision`)."""
         self._model: SentenceTransformer | None = None
         self._lock = FairLock()
 
@@ -72,7 +81,9 @@ class Embedder:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        # Normalized again in float32: a bfloat16 model's norms are 1 to within 1%.
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
     def _loaded(self) -> SentenceTransformer:
         if self._model is None:
@@ -87,6 +98,10 @@ class Embedder:
             # MiniLM is trained on 256 wordpieces but has positions for 512: read whole chunks.
             positions = getattr(model[0].auto_model.config, "max_position_embeddings", 0)
             model.max_seq_length = max(model.max_seq_length, positions)
+            if self.dtype == "bfloat16":
+                import torch
+
+                model.to(torch.bfloat16)
             self._model = model
         return self._model
 
