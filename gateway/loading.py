@@ -156,7 +156,13 @@ async def load(state: AppState, exit_on_failure: bool) -> None:
             context = None
             if neighbours is not None:
                 context = NeighbourContext(state.library, tokenizer, neighbours.count)
-            state.precomputer = Precomputer(state.library, state.chunk_cache, context, state.tenant)
+            state.precomputer = Precomputer(
+                state.library,
+                state.chunk_cache,
+                context,
+                state.tenant,
+                partial(state.ingests.busy, settings.background_quiet_s),
+            )
             state.precomputer.start()
             state.kv_status = KVStatusFollower(state.library.store)
             state.kv_status.start()

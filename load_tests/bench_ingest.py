@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import cProfile
 import json
+import os
 import platform
 import resource
 import tempfile
@@ -114,17 +115,37 @@ async def _bounded(clients: int, jobs: list[Any]) -> tuple[int, float]:
     return sum(counts), time.perf_counter() - started
 
 
-async def _drive(url: str, args: argparse.Namespace, texts: list[str], files: list[str]) -> Any:
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) the process `pid` has used so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _phase(
+    route: str, texts: list[str], clients: int, jobs: list[Any], server_pid: int
+) -> dict[str, Any]:
+    """One route's summary, with the CPU time the server process spent on it (the gateway
+    and its embedder; the engine runs in processes of its own)."""
+    cpu_before = _cpu_seconds(server_pid)
+    chunks, seconds = await _bounded(clients, jobs)
+    summary = _summary(route, texts, chunks, seconds)
+    summary["server_cpu_seconds"] = round(_cpu_seconds(server_pid) - cpu_before, 1)
+    return summary
+
+
+async def _drive(
+    url: str, server_pid: int, args: argparse.Namespace, texts: list[str], files: list[str]
+) -> Any:
     timeout = httpx.Timeout(1800)
     async with httpx.AsyncClient(base_url=url, timeout=timeout) as client:
         batches = [texts[start : start + args.batch] for start in range(0, len(texts), args.batch)]
         jobs = [_post_documents(client, batch) for batch in batches]
-        chunks, seconds = await _bounded(args.clients, jobs)
-        results = {"documents": _summary("/v1/documents", texts, chunks, seconds)}
+        results = {
+            "documents": await _phase("/v1/documents", texts, args.clients, jobs, server_pid)
+        }
         if files:
             jobs = [_post_file(client, number, text) for number, text in enumerate(files)]
-            chunks, seconds = await _bounded(args.clients, jobs)
-            results["files"] = _summary("/v1/files", files, chunks, seconds)
+            results["files"] = await _phase("/v1/files", files, args.clients, jobs, server_pid)
     return results
 
 
@@ -135,12 +156,14 @@ def run_http(args: argparse.Namespace, texts: list[str]) -> dict[str, Any]:
         args,
         RAGBLEND_MAX_DOCUMENTS_PER_REQUEST=str(args.batch),
         RAGBLEND_EMBEDDING_DTYPE=args.embedding_dtype,
+        RAGBLEND_KV_CACHE_GIB=str(args.kv_cache_gib),
+        RAGBLEND_CHUNK_CACHE_MEMORY_GIB=str(args.kv_cache_gib),
     )
     with (
         tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder,
         running_replicas(["ingest"], Path(folder), environment) as (replica,),
     ):
-        return asyncio.run(_drive(replica.url, args, documents, files))
+        return asyncio.run(_drive(replica.url, replica.process.pid, args, documents, files))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -154,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--embedding-dtype", default="auto", help="RAGBLEND_EMBEDDING_DTYPE (library)"
     )
+    parser.add_argument("--kv-cache-gib", type=float, default=1.0, help="the server's (http)")
     parser.add_argument("--profile", help="write a cProfile of the run here (library)")
     parser.add_argument("--out", default=scratch("ingest"))
     add_model_arguments(parser)
@@ -179,8 +203,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _cpus() -> int:
-    import os
-
     return len(os.sched_getaffinity(0))
 
 
