@@ -146,7 +146,12 @@ async def _drive(
         if files:
             jobs = [_post_file(client, number, text) for number, text in enumerate(files)]
             results["files"] = await _phase("/v1/files", files, args.clients, jobs, server_pid)
-    return results
+    phases = list(results.values())
+    total = _summary(
+        "both", texts + files, sum(p["chunks"] for p in phases), sum(p["seconds"] for p in phases)
+    )
+    total["server_cpu_seconds"] = round(sum(p["server_cpu_seconds"] for p in phases), 1)
+    return {**results, "total": total}
 
 
 def run_http(args: argparse.Namespace, texts: list[str]) -> dict[str, Any]:
