@@ -42,9 +42,9 @@ BATCH = 1
 engine is, and no replica holds work it has not started."""
 RETRY_SECONDS = 5
 RESCAN_SECONDS = 30
+"""How often to look for work nobody announced: another replica's, or expired claims."""
 INGEST_POLL_SECONDS = 0.1
 """How often the loop looks whether ingests are done before its next chunk."""
-"""How often to look for work nobody announced: another replica's, or expired claims."""
 
 
 class Precomputer:
