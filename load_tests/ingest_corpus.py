@@ -101,6 +101,6 @@ def clock_library(library: Any, clock: StageClock) -> None:
     clock.wrap(library.backend, "add", "write: database + faiss")
     store = library.backend.store
     clock.wrap(store, "add_documents", "database transaction")
-    clock.wrap(store, "set_status", "database status updates")
+    clock.wrap(store, "set_statuses", "database status updates")
     clock.wrap(library.index, "add", "faiss add")
     clock.wrap(library.index, "save", "faiss file write")
