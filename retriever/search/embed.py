@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from retriever.search.embed_combining import CallCombiner
 from retriever.search.embed_precision import EmbeddingDtype, resolved_dtype
 
 if TYPE_CHECKING:
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+COMBINED_TEXTS = 32
+"""Most texts one pass holds with the calls waiting behind the caller's (an ingest's batch)."""
 
 
 def default_model_path() -> Path:
@@ -31,6 +34,7 @@ class Embedder:
 
     Calls are serialized, in arrival order: the model's tokenizer is not safe to use from several
     threads at once, and a caller embedding many batches must not starve one waiting for a query.
+    Small calls waiting together are embedded in one pass (`retriever.search.embed_combining`).
     """
 
     def __init__(
@@ -47,6 +51,7 @@ class Embedder:
         """What the model computes in (`retriever.search.embed_precision`)."""
         self._model: SentenceTransformer | None = None
         self._lock = FairLock()
+        self._combiner = CallCombiner(COMBINED_TEXTS)
 
     @property
     def dim(self) -> int:
@@ -73,14 +78,22 @@ class Embedder:
         """Embeddings of `texts` as a float32 array of shape [len(texts), dim], rows of norm 1."""
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
+        call = self._combiner.join(texts)
         with self._lock:
-            vectors = self._loaded().encode(
-                texts,
-                batch_size=batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            self._combiner.answer(call, lambda combined: self._encode(combined, batch_size))
+        if call.error is not None:
+            raise call.error
+        assert call.vectors is not None
+        return call.vectors
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        vectors = self._loaded().encode(
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         # Normalized again in float32: a bfloat16 model's norms are 1 to within 1%.
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
