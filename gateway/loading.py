@@ -126,7 +126,7 @@ async def _open_library(
     from retriever import Embedder
 
     def open_library() -> Library:
-        embedder = Embedder(settings.embedding_model)
+        embedder = Embedder(settings.embedding_model, dtype=settings.embedding_dtype)
         return Library(
             settings.library_dir,
             tokenizer,
@@ -176,7 +176,13 @@ async def load(state: AppState, exit_on_failure: bool) -> None:
             context = None
             if neighbours is not None:
                 context = NeighbourContext(state.library, tokenizer, neighbours.count)
-            state.precomputer = Precomputer(state.library, state.chunk_cache, context, state.tenant)
+            state.precomputer = Precomputer(
+                state.library,
+                state.chunk_cache,
+                context,
+                state.tenant,
+                partial(state.ingests.busy, settings.background_quiet_s),
+            )
             state.precomputer.start()
             state.kv_status = KVStatusFollower(state.library.store)
             state.kv_status.start()

@@ -45,7 +45,8 @@ class ServerSettings(BaseSettings):
         ge=0,
         description="Seconds without a request before background engine work (settling first "
         "sightings' chunks behind the prefix, learning contexts) starts; a request arriving "
-        "waits for one piece of it at most.",
+        "waits for one piece of it at most. Library chunks' KV precompute waits as long after "
+        "the last ingest request.",
     )
     max_tokens_default: int = Field(
         256, ge=1, description="`max_tokens` used when a request does not set it."

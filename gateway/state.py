@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 class AppState:
     settings: Settings
     gate: AdmissionGate = field(init=False)
+    ingests: AdmissionGate = field(init=False)
+    """Ingest requests (`/v1/documents`, `/v1/files`) in progress, admitted apart from
+    generations; background chunk precompute waits while there are any."""
     keys: KeyRing = field(init=False)
     """The API keys in force and their projects (the key file's kept current)."""
     usage: UsageBook = field(default_factory=UsageBook)
@@ -67,6 +70,7 @@ class AppState:
 
     def __post_init__(self) -> None:
         self.gate = AdmissionGate(self.settings.max_concurrent_requests)
+        self.ingests = AdmissionGate(self.settings.max_concurrent_requests)
         self.keys = KeyRing(self.settings.key_callers, self.settings.api_keys_file)
         self.shutdown = Shutdown(self.settings.shutdown_timeout)
         self.passages = KnownPassages(self.settings.pasted_passages_max)

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(settings)
     if args.command == "models":
         return _models(settings, args.provision or [])
-    from gateway.cli import client_commands
+    from gateway.cli import client_commands, ingest_files
 
     url = args.url or f"http://{settings.host}:{settings.port}"
     api_key = args.api_key or next(iter(settings.key_callers), None)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return selfcheck.main(url, api_key, args.prompts)
     if args.command == "ingest":
-        return client_commands.ingest(url, api_key, args.paths)
+        return ingest_files.ingest(url, api_key, args.paths)
     return client_commands.query(url, api_key, args.question, args.top_k, args.mode)
 
 

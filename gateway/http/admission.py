@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from gateway.http.errors import APIError
 
@@ -30,6 +32,15 @@ class AdmissionGate:
     def leave(self) -> None:
         self.active -= 1
         self._last_left = time.monotonic()
+
+    @contextmanager
+    def admitted(self) -> Iterator[None]:
+        """`enter` for the block, `leave` after it."""
+        self.enter()
+        try:
+            yield
+        finally:
+            self.leave()
 
 
 def check_choice_count(prompts: int, n: int, limit: int) -> None:

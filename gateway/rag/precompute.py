@@ -1,11 +1,14 @@
 """Precompute the KV of newly ingested chunks in the background, one at a time.
 
 One request at a time keeps ingestion from starving serving: each precompute is a short
-prefill that vLLM batches with live requests. Work survives restarts: pending chunks are read
-from the document store, so a restart resumes where the last run stopped. With a library shared
-by replicas each chunk is claimed by one of them (`claim_pending_chunks`), and every replica
-looks for unclaimed work now and then, so chunks a crashed replica had claimed get done too.
-While the library's database is down the loop logs once and retries.
+prefill that vLLM batches with live requests. It waits while documents are being ingested, and
+`background_quiet_s` after: embedding them is the ingest's own work, on the same CPUs, and a
+document is acknowledged once stored and searchable, its chunks' KV computed afterwards.
+Work survives restarts: pending chunks are read from the document store, so a restart resumes
+where the last run stopped. With a library shared by replicas each chunk is claimed by one of
+them (`claim_pending_chunks`), and every replica looks for unclaimed work now and then, so chunks
+a crashed replica had claimed get done too. While the library's database is down the loop logs
+once and retries.
 
 With neighbour contexts (`gateway.rag.chunk_context`) each chunk is computed behind its nearest
 chunks, and a chunk whose neighbours changed comes back stale (`kv_cached` already true): it is
@@ -40,6 +43,8 @@ engine is, and no replica holds work it has not started."""
 RETRY_SECONDS = 5
 RESCAN_SECONDS = 30
 """How often to look for work nobody announced: another replica's, or expired claims."""
+INGEST_POLL_SECONDS = 0.1
+"""How often the loop looks whether ingests are done before its next chunk."""
 
 
 class Precomputer:
@@ -49,6 +54,7 @@ class Precomputer:
         chunk_cache: ChunkCache,
         context: NeighbourContext | None,
         tenant_of: Callable[[str], Tenant],
+        ingesting: Callable[[], bool] = lambda: False,
     ) -> None:
         self.library = library
         self.chunk_cache = chunk_cache
@@ -57,6 +63,8 @@ class Precomputer:
         self.tenant_of = tenant_of
         """A project's tenant (`AppState.tenant`), whose chunk-KV salt a chunk is stored under,
         as its project's requests look it up."""
+        self.ingesting = ingesting
+        """Whether documents are being ingested now (each chunk waits until not)."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._outage = OutageLog(log, "chunk precompute")
@@ -79,9 +87,7 @@ class Precomputer:
                 await asyncio.wait_for(self._wake.wait(), RESCAN_SECONDS)
             self._wake.clear()
             try:
-                while rows := await asyncio.to_thread(store.claim_pending_chunks, BATCH):
-                    for row in rows:
-                        await self._precompute(store, row)
+                await self._drain(store)
                 self._outage.succeeded()
             except LibraryUnavailable as error:
                 self._outage.failed(error)
@@ -91,6 +97,17 @@ class Precomputer:
                 log.exception("chunk precompute stopped; retrying in %s s", RETRY_SECONDS)
                 await asyncio.sleep(RETRY_SECONDS)
                 self.notify()
+
+    async def _drain(self, store: LibraryStore) -> None:
+        """Precompute every pending chunk, each once no ingest is running."""
+        while True:
+            while self.ingesting():
+                await asyncio.sleep(INGEST_POLL_SECONDS)
+            rows = await asyncio.to_thread(store.claim_pending_chunks, BATCH)
+            if not rows:
+                return
+            for row in rows:
+                await self._precompute(store, row)
 
     async def _precompute(self, store: LibraryStore, row: ChunkRow) -> None:
         tenant = self.tenant_of(await asyncio.to_thread(_project_of, store, row))

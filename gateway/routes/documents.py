@@ -45,13 +45,14 @@ async def ingest_documents(
     from retriever import DocumentConflict, InvalidIngest
 
     library = state.ready_library()
-    documents = await _read_documents(request, state.settings, library.default_chunking)
-    try:
-        results = await asyncio.to_thread(library.ingest, documents, tenant=tenant)
-    except DocumentConflict as exc:
-        raise APIError(409, str(exc), param="documents") from exc
-    except InvalidIngest as exc:
-        raise APIError(400, str(exc), param="documents") from exc
+    with state.ingests.admitted():
+        documents = await _read_documents(request, state.settings, library.default_chunking)
+        try:
+            results = await asyncio.to_thread(library.ingest, documents, tenant=tenant)
+        except DocumentConflict as exc:
+            raise APIError(409, str(exc), param="documents") from exc
+        except InvalidIngest as exc:
+            raise APIError(400, str(exc), param="documents") from exc
     if state.precomputer is not None:
         state.precomputer.notify()
     return {"object": "list", "data": [_result(result) for result in results]}

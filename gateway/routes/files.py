@@ -38,9 +38,10 @@ RETRIEVAL_PURPOSES = ("assistants", "user_data")
 
 @router.post("/v1/files")
 async def create_file(request: Request, state: RagState, objects: ProjectObjects) -> dict[str, Any]:
-    upload, purpose = await _read_upload(request, state)
-    text = await upload_text(upload, state.settings)
-    record = await _store(state, objects, upload, purpose, text)
+    with state.ingests.admitted():
+        upload, purpose = await _read_upload(request, state)
+        text = await upload_text(upload, state.settings)
+        record = await _store(state, objects, upload, purpose, text)
     if state.precomputer is not None:
         state.precomputer.notify()
     return file_object(record)

@@ -39,14 +39,17 @@ def prepared_batch(
 
 
 def _embed(texts: list[str], embedder: TextEmbedder) -> np.ndarray:
-    """One embedder call per batch, so other callers (a query, a small ingest) get a turn."""
-    batches = [
-        embedder.embed(texts[start : start + EMBED_BATCH], batch_size=EMBED_BATCH)
-        for start in range(0, len(texts), EMBED_BATCH)
-    ]
-    if not batches:
-        return np.empty((0, embedder.dim), dtype=np.float32)
-    return np.concatenate(batches)
+    """One embedder call per batch, so other callers (a query, a small ingest) get a turn.
+    The batches hold texts of similar length (longest first), so little of a batch is padding:
+    chunks of one document differ (a short last one), and the model pads each batch to its
+    longest text."""
+    order = sorted(range(len(texts)), key=lambda position: -len(texts[position]))
+    vectors = np.empty((len(texts), embedder.dim), dtype=np.float32)
+    for start in range(0, len(order), EMBED_BATCH):
+        positions = order[start : start + EMBED_BATCH]
+        batch = [texts[position] for position in positions]
+        vectors[positions] = embedder.embed(batch, batch_size=EMBED_BATCH)
+    return vectors
 
 
 def _drafts(

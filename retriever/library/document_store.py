@@ -222,3 +222,16 @@ class DocumentStore(PrecomputeQueue):
                 "UPDATE documents SET status = ? WHERE id = ?", (checked_status(status), doc_id)
             )
         return cursor.rowcount == 1
+
+    def set_statuses(
+        self, doc_ids: Sequence[str], current: DocumentStatus, status: DocumentStatus
+    ) -> None:
+        """Set `status` on those of `doc_ids` whose status is `current`, in one transaction."""
+        if not doc_ids:
+            return
+        among, ids = self._dialect.any_of("id", doc_ids)
+        with self._db.transaction() as connection:
+            connection.execute(
+                f"UPDATE documents SET status = ? WHERE status = ? AND {among}",
+                (checked_status(status), current, ids),
+            )

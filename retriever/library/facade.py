@@ -17,7 +17,9 @@ and stripped on the way out (`retriever.library.document_ids`), so callers only 
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -54,6 +56,8 @@ from retriever.search.ranking import (
     ranked_chunks,
 )
 from retriever.tenant import Tenant
+
+log = logging.getLogger(__name__)
 
 
 class Library:
@@ -116,7 +120,7 @@ class Library:
         Content the project already stored comes back with `created=False`; another project's
         copy of the same text is not shared.
         """
-        project = tenant.project
+        project, started = tenant.project, time.monotonic()
         texts = validated_texts(documents)
         drafts, vectors = self._prepare(documents, texts, project)
         with self._write_lock:
@@ -130,6 +134,10 @@ class Library:
         # Mark stale the stored chunks whose context the new ones enter; the batch is stored
         # whatever happens here.
         requeue(self.store, self._contexts_holding(new_ids, "new"), "new")
+        log.info(
+            "ingested %d documents (%d new chunks) in %.1f s; the library has %d chunks",
+            len(documents), len(new_ids), time.monotonic() - started, len(self.index),
+        )  # fmt: skip
         return [
             IngestResult(
                 id=client_id(insertion.document.id, project),

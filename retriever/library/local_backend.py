@@ -1,8 +1,10 @@
 """The embedded library backend: documents in `documents.sqlite3`, vectors in `vectors.faiss`,
 both under the data directory of the one server that owns it.
 
-The store is the source of truth: the index file is saved after every change and rebuilt from
-the store (`reconcile`) whenever it lags behind, e.g. after a crash between the two.
+The store is the source of truth: the index file is saved a few seconds after a change
+(`retriever.library.index_saver`) and rebuilt from the store (`reconcile`) whenever it lags
+behind, e.g. after a crash before it was saved. An ingest marks its documents `pending` in the
+transaction that stores them and `indexed` in one more once their vectors are searchable.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from retriever.library.document_store import DocumentStore
+from retriever.library.index_saver import IndexSaver
 from retriever.library.reconcile import TextEmbedder, reconcile
 from retriever.library.records import ChunkRow, DocumentDraft, Insertion
 from retriever.search.index import IndexKind, VectorIndex
@@ -30,10 +33,12 @@ class LocalBackend:
         self.data_dir = Path(data_dir)
         self.store = DocumentStore(self.data_dir / STORE_FILE)
         self.index = self._open_index(index_kind, embedder.dim)
+        self._saver = IndexSaver(self.index, self._index_path)
         if reconcile(self.store, self.index, embedder).index_changed:
-            self.index.save(self._index_path)
+            self._saver.changed()
 
     def close(self) -> None:
+        self._saver.close()
         self.store.close()
 
     def add(self, drafts: Sequence[DocumentDraft], vectors: np.ndarray) -> list[Insertion]:
@@ -41,17 +46,16 @@ class LocalBackend:
         chunk_ids = [chunk_id for insertion in insertions for chunk_id in insertion.chunk_ids]
         if chunk_ids:
             self.index.add(chunk_ids, vectors[_created_mask(drafts, insertions)])
-            self.index.save(self._index_path)
-        for insertion in insertions:
-            if insertion.created:
-                self.store.set_status(insertion.document.id, "indexed")
+            self._saver.changed()
+        created = [insertion.document.id for insertion in insertions if insertion.created]
+        self.store.set_statuses(created, "pending", "indexed")
         return insertions
 
     def delete(self, doc_id: str, project: str | None = None) -> list[ChunkRow] | None:
         removed = self.store.delete_document(doc_id, project)
         if removed:
             self.index.remove(row.id for row in removed)
-            self.index.save(self._index_path)
+            self._saver.changed()
         return removed
 
     @property

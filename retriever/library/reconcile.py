@@ -51,8 +51,7 @@ def reconcile(store: DocumentStore, index: VectorIndex, embedder: TextEmbedder) 
         rows = store.chunks_for(missing[start : start + REEMBED_BATCH])
         index.add([row.id for row in rows], embedder.embed([row.text for row in rows]))
     pending = store.documents_with_status("pending")
-    for document in pending:
-        store.set_status(document.id, "indexed")
+    store.set_statuses([document.id for document in pending], "pending", "indexed")
     result = Reconciliation(len(missing), removed, len(pending))
     if result.index_changed or pending:
         logger.warning("reconciled the vector index with the document store: %s", result)

@@ -10,11 +10,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from retriever.search.embed_combining import CallCombiner
+from retriever.search.embed_precision import EmbeddingDtype, resolved_dtype
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+COMBINED_TEXTS = 32
+"""Most texts one pass holds with the calls waiting behind the caller's (an ingest's batch)."""
 
 
 def default_model_path() -> Path:
@@ -29,15 +34,24 @@ class Embedder:
 
     Calls are serialized, in arrival order: the model's tokenizer is not safe to use from several
     threads at once, and a caller embedding many batches must not starve one waiting for a query.
+    Small calls waiting together are embedded in one pass (`retriever.search.embed_combining`).
     """
 
-    def __init__(self, model_path: str | Path | None = None, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        device: str = "cpu",
+        dtype: EmbeddingDtype = "float32",
+    ) -> None:
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
         self.name = Path(model_path).name if model_path is not None else DEFAULT_MODEL_NAME
         """What clients call the model (``/v1/embeddings``): the bundled model's or its folder's."""
         self.device = device
+        self.dtype = resolved_dtype(dtype, device)
+        """What the model computes in (`retriever.search.embed_precision`)."""
         self._model: SentenceTransformer | None = None
         self._lock = FairLock()
+        self._combiner = CallCombiner(COMBINED_TEXTS)
 
     @property
     def dim(self) -> int:
@@ -64,15 +78,25 @@ class Embedder:
         """Embeddings of `texts` as a float32 array of shape [len(texts), dim], rows of norm 1."""
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
+        call = self._combiner.join(texts)
         with self._lock:
-            vectors = self._loaded().encode(
-                texts,
-                batch_size=batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+            self._combiner.answer(call, lambda combined: self._encode(combined, batch_size))
+        if call.error is not None:
+            raise call.error
+        assert call.vectors is not None
+        return call.vectors
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        vectors = self._loaded().encode(
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        # Normalized again in float32: a bfloat16 model's norms are 1 to within 1%.
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
     def _loaded(self) -> SentenceTransformer:
         if self._model is None:
@@ -87,6 +111,10 @@ class Embedder:
             # MiniLM is trained on 256 wordpieces but has positions for 512: read whole chunks.
             positions = getattr(model[0].auto_model.config, "max_position_embeddings", 0)
             model.max_seq_length = max(model.max_seq_length, positions)
+            if self.dtype == "bfloat16":
+                import torch
+
+                model.to(torch.bfloat16)
             self._model = model
         return self._model
 

@@ -109,6 +109,15 @@ def _log_excerpt(log: Path) -> str:
     return "error lines:\n" + "\n".join(errors[:30])[-4000:] + "\n--- log tail:\n" + text[-3000:]
 
 
+def engine_core_pids(pid: int) -> list[int]:
+    """The engine core processes the server `pid` started."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(child) for child in (task / "children").read_text().split()]
+    # The kernel keeps 15 characters of a process name: "VLLM::EngineCor".
+    return [child for child in children if "EngineCor" in Path(f"/proc/{child}/comm").read_text()]
+
+
 @contextmanager
 def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
     """``ragblend serve`` in a subprocess on SmolLM2 with ``data_dir``, until the block ends;

@@ -25,6 +25,7 @@ from tests.integration.conftest import (
     REPO,
     TEST_MODEL,
     Server,
+    engine_core_pids,
     running_server,
     wait_until_settled,
 )
@@ -116,14 +117,6 @@ def test_a_second_server_on_the_same_data_dir_is_refused_and_the_first_keeps_ser
     assert reply["blend"]["chunks_hit"] + reply["blend"]["chunks_missed"] == 1
 
 
-def _engine_core_pids(pid: int) -> list[int]:
-    children = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children += [int(child) for child in (task / "children").read_text().split()]
-    # The kernel keeps 15 characters of a process name: "VLLM::EngineCor".
-    return [child for child in children if "EngineCor" in Path(f"/proc/{child}/comm").read_text()]
-
-
 KV_ELEMENT_BYTES = 4 if resolve_dtype("auto", "cpu") == "float32" else 2
 ENTRY_BYTES_BUDGET = 3_400_000 * KV_ELEMENT_BYTES
 """Disk tier of the own server, which stores raw KV: two of the documents below and not three
@@ -200,7 +193,7 @@ def test_a_killed_engine_makes_the_server_exit_non_zero(own_server: Server) -> N
     """Runs last: it ends the module's own server."""
     own = own_server
     assert own.process is not None
-    cores = _engine_core_pids(own.process.pid)
+    cores = engine_core_pids(own.process.pid)
     assert cores, "no engine core process found"
     for core in cores:
         os.kill(core, signal.SIGKILL)
