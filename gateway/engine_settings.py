@@ -72,9 +72,9 @@ class EngineSettings(BaseSettings):
         description="CPU only: cores the model's compute threads leave to vLLM's scheduler and "
         "the HTTP front end (vLLM's `VLLM_CPU_NUM_OF_RESERVED_CPU`, which wins when set). "
         "Default: vLLM's rule, one per rank plus one for a KV connector, which on 2 cores "
-        "reserves none: prefill 1.56x faster than with one reserved, decoding alike. The "
-        "scheduler spins while it waits for a step, so where other processes keep the cores "
-        "busy, reserving one decoded 2.4x faster (docs/benchmarks.md, `bench_cpu_reserve`).",
+        "reserves none: on 2 quiet cores that prefilled 1.94x and decoded 1.41x faster than "
+        "one reserved. The scheduler spins while it waits for a step, so where other processes "
+        "keep the cores busy, one reserved decoded 2.4x faster (docs/benchmarks.md).",
     )
     tool_parser: str = Field(
         "auto",
