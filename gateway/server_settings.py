@@ -38,7 +38,10 @@ class ServerSettings(BaseSettings):
         "sent a text (see Projects).",
     )
     max_concurrent_requests: int = Field(
-        64, ge=1, description="Requests admitted at once; more are refused with 429."
+        64,
+        ge=1,
+        description="Requests admitted at once, and as many `/v1/documents` and `/v1/files` "
+        "ingests beside them; more of either are refused with 429.",
     )
     background_quiet_s: float = Field(
         1.0,
