@@ -112,13 +112,21 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def failure_name(exc: BaseException) -> str:
+    """The error and what caused it: a timeout on connect (no pod behind the address) reads
+    differently from one waiting for an answer (a slow pod)."""
+    cause = exc.__cause__
+    name = type(exc).__name__ + (f" ({type(cause).__name__})" if cause is not None else "")
+    return f"{name}: {str(exc)[:160]}"
+
+
 def loop(args: argparse.Namespace) -> dict[str, Any]:
     """Requests one after another until the stop file appears, each either answered or failed."""
     client = sdk(args.url, args.api_key, timeout=args.request_timeout)
     model = model_of(client)
-    # (when it was sent, answered, error): a request sent before the dead pod left the endpoints
-    # may fail a whole timeout later, and still counts as sent inside the window
-    records: list[tuple[float, bool, str]] = []
+    # (when it was sent, seconds it took, error or ""): a request sent before the dead pod left
+    # the endpoints may fail a whole timeout later, and still counts as sent inside the window
+    records: list[tuple[float, float, str]] = []
     acknowledged: list[str] = []
     stop = Path(args.stop_file)
     started = time.time()
@@ -126,6 +134,7 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
         while not stop.exists() and time.time() - started < args.max_seconds:
             index = len(records)
             sent = time.time()
+            error = ""
             try:
                 if args.ingest_every and index % args.ingest_every == args.ingest_every - 1:
                     document_id = f"k8s-loop-{uuid.uuid4().hex[:12]}"
@@ -138,30 +147,38 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
                         max_tokens=4,
                         temperature=0,
                     )
-                records.append((sent, True, ""))
             except (OpenAIError, httpx.HTTPError, CheckFailure) as exc:
-                records.append((sent, False, f"{type(exc).__name__}: {str(exc)[:160]}"))
+                error = failure_name(exc)
+            records.append((sent, time.time() - sent, error))
+            if error:
                 time.sleep(0.2)
     if args.ids_file:
         Path(args.ids_file).write_text("\n".join(acknowledged) + ("\n" if acknowledged else ""))
-    failures = [record for record in records if not record[1]]
+    failures = [record for record in records if record[2]]
+    took = sorted(seconds for _, seconds, _ in records)
     result: dict[str, Any] = {
         "requests": len(records),
         "failed": len(failures),
         "seconds": round(time.time() - started, 1),
         "documents_acknowledged": len(acknowledged),
-        "errors": sorted({error for _, ok, error in failures if not ok})[:5],
+        "request_p50_s": round(took[len(took) // 2], 2) if took else 0.0,
+        "request_max_s": round(took[-1], 2) if took else 0.0,
+        "errors": sorted({error for _, _, error in failures})[:5],
+        "failures": [
+            {"sent_at_s": round(sent - started, 1), "took_s": round(seconds, 1), "error": error}
+            for sent, seconds, error in failures[:5]
+        ],
     }
     if args.mark_file and Path(args.mark_file).exists():
         mark = float(Path(args.mark_file).read_text().strip())
         after = [record for record in records if record[0] >= mark]
-        failed_after = [at for at, ok, _ in after if not ok]
+        failed_after = [at for at, _, error in after if error]
         result["requests_after_mark"] = len(after)
         result["failed_after_mark"] = len(failed_after)
         if failed_after:
             last = max(failed_after)
             result["failing_seconds_after_mark"] = round(last - mark, 1)
-            later = [at for at, ok, _ in after if ok and at > last]
+            later = [at for at, _, error in after if not error and at > last]
             check(bool(later), "no request succeeded after the last failure")
             result["all_succeed_from_s"] = round(min(later) - mark, 1)
             result["succeeded_after_last_failure"] = len(later)

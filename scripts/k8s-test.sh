@@ -280,7 +280,7 @@ if [[ "$skip_checks" != *,upgrade,* ]]; then
   after="$(server_pods | awk '{print $1}' | sort | paste -sd' ')"
   say "loop during the upgrade: $upgraded (pods $before -> $after)"
   [ "$before" != "$after" ] || { say "helm upgrade did not roll the pods"; exit 1; }
-  figure "rolling upgrade: $(json "$upgraded" failed) failed of $(json "$upgraded" requests) requests"
+  figure "rolling upgrade: $(json "$upgraded" failed) failed of $(json "$upgraded" requests) requests (p50 $(json "$upgraded" request_p50_s) s, slowest $(json "$upgraded" request_max_s) s)"
   [ "$(json "$upgraded" failed)" = 0 ] || { say "requests failed during the rolling upgrade"; exit 1; }
   check documents --ids-file "$work/upgrade-ids" >&2
   phase "rolling upgrade under load"
