@@ -84,10 +84,11 @@ class EngineSettings(BaseSettings):
     )
 
     tool_calls_from_text: bool = Field(
-        True,
+        False,
         description="With `tool_choice` `auto`, an answer that is nothing but a JSON call (or "
         "array of calls), fenced or bare, naming an offered tool with arguments its schema "
-        "accepts, is read as tool calls (small models often write calls so).",
+        "accepts, is read as tool calls (small models often write calls so). Off by default: on "
+        "BFCL it makes calls where no tool fits (docs/benchmarks.md, \"Tool catalogs\").",
     )
 
     @field_validator("tool_parser")

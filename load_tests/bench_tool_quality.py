@@ -13,10 +13,10 @@ ratio). Greedy, ``tool_choice: auto``. Each answer's calls are scored exactly ri
 BFCL's possible answers (`load_tests.eval.bfcl`), read two ways side by side: the server runs
 with ``RAGBLEND_TOOL_CALLS_FROM_TEXT=false`` (``tool_calls`` as the model's parser reads them),
 and the same answer's content is also read for calls written as plain JSON, as the server does
-by default. Reports each recipe's share right per category and overall (text calls read), its
-paired difference from ``full`` with a 95% interval, how often its calls equal full's, where
-the catalog's KV came from, and what reading text calls adds: right calls, and false calls on
-``irrelevance``.
+with ``RAGBLEND_TOOL_CALLS_FROM_TEXT=true``. Reports each recipe's share right per category and
+overall (text calls read), its paired difference from ``full`` with a 95% interval, how often
+its calls equal full's, where the catalog's KV came from, and what reading text calls adds:
+right calls, and false calls on ``irrelevance``.
 """
 
 from __future__ import annotations
