@@ -63,6 +63,13 @@ class ServerSettings(BaseSettings):
     max_choices_per_request: int = Field(
         64, ge=1, description="Largest prompts x `n` of one request (else 400)."
     )
+    keep_alive_s: float = Field(
+        75.0,
+        gt=0,
+        description="Seconds an idle kept-alive connection stays open. Longer than clients' and "
+        "balancers' own idle limits (httpx 5 s, nginx 60 s), so the client closes it first and "
+        "never sends a request on a connection the server is closing.",
+    )
     shutdown_timeout: float = Field(
         8.0,
         ge=0,

@@ -219,7 +219,7 @@ values=(
   --set replicaCount=2 --set "apiKeys={$api_key}"
   --set "settings.MODEL=$model" --set settings.KV_CACHE_GIB=1
   --set settings.CHUNK_CACHE_MEMORY_GIB=1 --set settings.CHUNK_CACHE_DISK_GIB=1
-  --set settings.SHUTDOWN_TIMEOUT=10
+  --set settings.SHUTDOWN_TIMEOUT=14
   --set settings.CHUNK_CACHE_RECOMPUTE_WHEN_FASTER=false
   --set sizing.baseMemoryGiB=3 --set sizing.cpu=200m --set sizing.modelDiskGiB=3
   --set postgresql.enabled=true --set postgresql.persistence.size=2Gi

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from gateway.settings import Settings
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,9 +86,20 @@ def settings_problems(error: ValidationError) -> str:
     return "invalid settings: " + "; ".join(problems)
 
 
-def _serve(settings: Settings) -> int:
+def server_config(app: Any, settings: Settings) -> uvicorn.Config:
+    """uvicorn's configuration of the ``app`` under ``settings``."""
     import uvicorn
 
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_keep_alive=settings.keep_alive_s,
+    )
+
+
+def _serve(settings: Settings) -> int:
     from gateway.app import create_app
     from gateway.http.data_dir_lock import DataDirInUse, DataDirLock
     from gateway.http.shutdown import GracefulServer
@@ -101,13 +116,7 @@ def _serve(settings: Settings) -> int:
         except (OSError, ValueError) as exc:  # the API key file is unreadable or malformed
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        config = uvicorn.Config(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level,
-        )
-        GracefulServer(config, app.state.ragblend.shutdown).run()
+        GracefulServer(server_config(app, settings), app.state.ragblend.shutdown).run()
     state = app.state.ragblend
     return 1 if state.load_error or state.engine_died else 0
 

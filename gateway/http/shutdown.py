@@ -31,10 +31,12 @@ MARGIN_SECONDS = 1.0
 """Streams end this long (or a quarter of the timeout, if less) before uvicorn's own deadline,
 leaving time to send their last events."""
 
-DRAIN_SECONDS = 2.0
-"""After the signal the server keeps its connections this long (or a quarter of the timeout, if
-less), answering with ``Connection: close``: a client sending on a kept-alive connection is told to
-reconnect (elsewhere, behind a balancer) rather than finding the connection closed under it."""
+DRAIN_SECONDS = 6.0
+"""After the signal the server keeps its connections this long (or half the timeout, if less),
+answering with ``Connection: close``: a client sending on a kept-alive connection is told to
+reconnect (elsewhere, behind a balancer) rather than finding the connection closed under it.
+Longer than clients' own idle expiry (httpx: 5 s), so that a connection still idle when the drain
+ends, and uvicorn closes it, is one its client has stopped using."""
 
 
 class Shutdown:
@@ -51,7 +53,7 @@ class Shutdown:
 
     @property
     def drain_s(self) -> float:
-        return min(DRAIN_SECONDS, self.timeout_s / 4)
+        return min(DRAIN_SECONDS, self.timeout_s / 2)
 
     def begin(self) -> None:
         """Start the countdown; call on the event loop (the first call counts)."""

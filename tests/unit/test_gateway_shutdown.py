@@ -15,6 +15,7 @@ import uvicorn
 from vllm import SamplingParams
 from vllm.v1.engine.exceptions import EngineDeadError
 
+from gateway.cli.main import server_config
 from gateway.http.errors import APIError
 from gateway.http.shutdown import (
     CloseConnectionsWhenStopping,
@@ -27,7 +28,9 @@ from gateway.rag.generation import Generation
 from gateway.rag.planned_turn import PlannedTurn
 from gateway.routes.completions import CompletionFormat
 from gateway.serve.respond import DONE, PreparedRequest, _events, served_error
+from gateway.settings import Settings
 from retriever import Tenant
+from tests.redis_server import free_port
 
 
 class Ticker:
@@ -125,7 +128,7 @@ async def test_a_stop_signal_drains_before_uvicorn_stops() -> None:
     connections closed) only after the drain, so uvicorn's deadline is the rest of the timeout."""
     shutdown = Shutdown(timeout_s=0.4)
     server = GracefulServer(uvicorn.Config(_no_app), shutdown)
-    assert server.config.timeout_graceful_shutdown == pytest.approx(0.3)
+    assert server.config.timeout_graceful_shutdown == pytest.approx(0.2)
     server.loop = asyncio.get_running_loop()
     server.handle_exit(signal.SIGTERM, None)
     await asyncio.sleep(0.01)
@@ -182,3 +185,24 @@ async def _response_start(app: Any) -> tuple[dict, list[dict]]:
 
     await app({"type": "http", "method": "GET", "path": "/"}, receive, send)
     return sent[0], sent
+
+
+async def test_a_kept_alive_connection_outlives_the_clients_idle_expiry() -> None:
+    """uvicorn's own default (5 s) closes an idle connection just when an httpx client (5 s too)
+    may send on it; `RAGBLEND_KEEP_ALIVE_S` keeps it longer, so the client is the one to close."""
+    settings = Settings(model="m", port=free_port())
+    server = GracefulServer(server_config(_plain_text_app, settings), Shutdown(timeout_s=1.0))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    reader, writer = await asyncio.open_connection("127.0.0.1", settings.port)
+    for pause in (0.0, 5.5):
+        await asyncio.sleep(pause)
+        writer.write(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200")
+        await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 5)  # the chunked body's end
+    writer.close()
+    server.should_exit = True
+    await serving
