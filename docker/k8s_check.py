@@ -120,13 +120,20 @@ def failure_name(exc: BaseException) -> str:
     return f"{name}: {str(exc)[:160]}"
 
 
+def described(record: tuple[float, float, str, str], started: float) -> dict[str, Any]:
+    sent, seconds, error, kind = record
+    return {"sent_at_s": round(sent - started, 1), "took_s": round(seconds, 1), "kind": kind,
+            "error": error}  # fmt: skip
+
+
 def loop(args: argparse.Namespace) -> dict[str, Any]:
     """Requests one after another until the stop file appears, each either answered or failed."""
     client = sdk(args.url, args.api_key, timeout=args.request_timeout)
     model = model_of(client)
-    # (when it was sent, seconds it took, error or ""): a request sent before the dead pod left
-    # the endpoints may fail a whole timeout later, and still counts as sent inside the window
-    records: list[tuple[float, float, str]] = []
+    # (when it was sent, seconds it took, error or "", what it was): a request sent before the
+    # dead pod left the endpoints may fail a whole timeout later, and still counts as sent inside
+    # the window
+    records: list[tuple[float, float, str, str]] = []
     acknowledged: list[str] = []
     stop = Path(args.stop_file)
     started = time.time()
@@ -135,8 +142,11 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
             index = len(records)
             sent = time.time()
             error = ""
+            ingesting = (
+                bool(args.ingest_every) and index % args.ingest_every == args.ingest_every - 1
+            )
             try:
-                if args.ingest_every and index % args.ingest_every == args.ingest_every - 1:
+                if ingesting:
                     document_id = f"k8s-loop-{uuid.uuid4().hex[:12]}"
                     text = f"Loop note {document_id}: {DOCUMENTS[index % 3]}"
                     acknowledged.append(ingest(http, document_id, text))
@@ -149,13 +159,13 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
                     )
             except (OpenAIError, httpx.HTTPError, CheckFailure) as exc:
                 error = failure_name(exc)
-            records.append((sent, time.time() - sent, error))
+            records.append((sent, time.time() - sent, error, "ingest" if ingesting else "chat"))
             if error:
                 time.sleep(0.2)
     if args.ids_file:
         Path(args.ids_file).write_text("\n".join(acknowledged) + ("\n" if acknowledged else ""))
     failures = [record for record in records if record[2]]
-    took = sorted(seconds for _, seconds, _ in records)
+    took = sorted(record[1] for record in records)
     result: dict[str, Any] = {
         "requests": len(records),
         "failed": len(failures),
@@ -163,22 +173,22 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
         "documents_acknowledged": len(acknowledged),
         "request_p50_s": round(took[len(took) // 2], 2) if took else 0.0,
         "request_max_s": round(took[-1], 2) if took else 0.0,
-        "errors": sorted({error for _, _, error in failures})[:5],
-        "failures": [
-            {"sent_at_s": round(sent - started, 1), "took_s": round(seconds, 1), "error": error}
-            for sent, seconds, error in failures[:5]
+        "errors": sorted({record[2] for record in failures})[:5],
+        "failures": [described(record, started) for record in failures[:5]],
+        "slowest": [
+            described(record, started) for record in sorted(records, key=lambda r: -r[1])[:3]
         ],
     }
     if args.mark_file and Path(args.mark_file).exists():
         mark = float(Path(args.mark_file).read_text().strip())
         after = [record for record in records if record[0] >= mark]
-        failed_after = [at for at, _, error in after if error]
+        failed_after = [record[0] for record in after if record[2]]
         result["requests_after_mark"] = len(after)
         result["failed_after_mark"] = len(failed_after)
         if failed_after:
             last = max(failed_after)
             result["failing_seconds_after_mark"] = round(last - mark, 1)
-            later = [at for at, _, error in after if not error and at > last]
+            later = [record[0] for record in after if not record[2] and record[0] > last]
             check(bool(later), "no request succeeded after the last failure")
             result["all_succeed_from_s"] = round(min(later) - mark, 1)
             result["succeeded_after_last_failure"] = len(later)

@@ -269,7 +269,9 @@ json() { "$python" -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[
 
 if [[ "$skip_checks" != *,upgrade,* ]]; then
   say "rolling upgrade (settings.MAX_TOKENS_DEFAULT) under a request loop"
-  start_loop --ids-file "$work/upgrade-ids"
+  # 60 s a request: on 2 shared cores a pod starting beside the serving ones has slowed a 4-token
+  # chat to 19 s (the figure below reports the slowest); the OpenAI SDK's own default is 600 s
+  start_loop --ids-file "$work/upgrade-ids" --request-timeout 60
   sleep 5
   before="$(server_pods | awk '{print $1}' | sort | paste -sd' ')"
   helm upgrade "$release" deploy/helm/ragblend --reuse-values \
