@@ -113,7 +113,8 @@ def reranker(settings: Settings, model_dir: Path) -> Reranker | None:
     from retriever import QueryLikelihoodReranker
 
     dtype = resolve_dtype(settings.dtype, "cpu")
-    return QueryLikelihoodReranker.load(model_dir, settings.rerank_cache_mb * 1024 * 1024, dtype)
+    cache_bytes = settings.rerank_cache_mb * 1024 * 1024
+    return QueryLikelihoodReranker.load(model_dir, cache_bytes, dtype, settings.rerank_threads)
 
 
 async def _open_library(

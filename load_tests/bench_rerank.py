@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--queries", type=int, default=50, help="timed reranker calls")
     parser.add_argument("--cold-queries", type=int, default=10, help="of them timed cold")
     parser.add_argument("--candidates", type=int, default=20, help="chunks reranked")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (embedding)")
+    parser.add_argument("--rerank-threads", type=int, default=1, help="the reranker's own")
     parser.add_argument("--model", default="data/models/smollm2-135m-instruct")
     parser.add_argument("--dtype", default="bfloat16", help="the reranker's (as the server's)")
     parser.add_argument("--seed", type=int, default=0)
@@ -95,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     documents = [NewDocument(f"p{number}", text) for number, text in enumerate(passages)]
     with contextlib.suppress(FileNotFoundError):  # without XSum: the passages alone
         documents += [NewDocument(item.id, item.document) for item in load_xsum(data)]
-    reranker = QueryLikelihoodReranker.load(Path(args.model), 1 << 30, args.dtype)
+    reranker = QueryLikelihoodReranker.load(
+        Path(args.model), 1 << 30, args.dtype, args.rerank_threads
+    )
     rows, timed = [], {}
     with tempfile.TemporaryDirectory() as scratch_dir:
         library = Library(
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         library.close()
     print(f"{args.dataset}: {len(documents)} documents, {len(asked)} questions")
     print(recall_grid(rows), flush=True)
-    cold = QueryLikelihoodReranker(reranker.model, reranker.tokenizer, cache_bytes=0)
+    cold = QueryLikelihoodReranker(reranker.model, reranker.tokenizer, 0, args.rerank_threads)
     timed["cold"] = latency(cold, queries[: args.cold_queries], texts[: args.cold_queries])
     latency(reranker, queries[: len(asked)], texts[: len(asked)])  # every passage read once
     timed["warm"] = latency(reranker, queries, texts)
