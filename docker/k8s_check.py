@@ -27,7 +27,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 from check_client import CheckFailure, ask_with_documents, check, cited, wait_cached, wait_ready
@@ -120,20 +120,27 @@ def failure_name(exc: BaseException) -> str:
     return f"{name}: {str(exc)[:160]}"
 
 
-def described(record: tuple[float, float, str, str], started: float) -> dict[str, Any]:
-    sent, seconds, error, kind = record
-    return {"sent_at_s": round(sent - started, 1), "took_s": round(seconds, 1), "kind": kind,
-            "error": error}  # fmt: skip
+class Attempt(NamedTuple):
+    """One request of the loop. A request sent before the dead pod left the endpoints may fail
+    a whole timeout later, and still counts as sent inside the window."""
+
+    sent: float
+    seconds: float
+    error: str
+    """Empty when it was answered."""
+    kind: str
+    """``chat`` or ``ingest``."""
+
+    def described(self, started: float) -> dict[str, Any]:
+        return {"sent_at_s": round(self.sent - started, 1), "took_s": round(self.seconds, 1),
+                "kind": self.kind, "error": self.error}  # fmt: skip
 
 
 def loop(args: argparse.Namespace) -> dict[str, Any]:
     """Requests one after another until the stop file appears, each either answered or failed."""
     client = sdk(args.url, args.api_key, timeout=args.request_timeout)
     model = model_of(client)
-    # (when it was sent, seconds it took, error or "", what it was): a request sent before the
-    # dead pod left the endpoints may fail a whole timeout later, and still counts as sent inside
-    # the window
-    records: list[tuple[float, float, str, str]] = []
+    records: list[Attempt] = []
     acknowledged: list[str] = []
     stop = Path(args.stop_file)
     started = time.time()
@@ -159,13 +166,14 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
                     )
             except (OpenAIError, httpx.HTTPError, CheckFailure) as exc:
                 error = failure_name(exc)
-            records.append((sent, time.time() - sent, error, "ingest" if ingesting else "chat"))
+            kind = "ingest" if ingesting else "chat"
+            records.append(Attempt(sent, time.time() - sent, error, kind))
             if error:
                 time.sleep(0.2)
     if args.ids_file:
         Path(args.ids_file).write_text("\n".join(acknowledged) + ("\n" if acknowledged else ""))
-    failures = [record for record in records if record[2]]
-    took = sorted(record[1] for record in records)
+    failures = [record for record in records if record.error]
+    took = sorted(record.seconds for record in records)
     result: dict[str, Any] = {
         "requests": len(records),
         "failed": len(failures),
@@ -173,22 +181,23 @@ def loop(args: argparse.Namespace) -> dict[str, Any]:
         "documents_acknowledged": len(acknowledged),
         "request_p50_s": round(took[len(took) // 2], 2) if took else 0.0,
         "request_max_s": round(took[-1], 2) if took else 0.0,
-        "errors": sorted({record[2] for record in failures})[:5],
-        "failures": [described(record, started) for record in failures[:5]],
+        "errors": sorted({record.error for record in failures})[:5],
+        "failures": [record.described(started) for record in failures[:5]],
         "slowest": [
-            described(record, started) for record in sorted(records, key=lambda r: -r[1])[:3]
+            record.described(started)
+            for record in sorted(records, key=lambda record: -record.seconds)[:3]
         ],
     }
     if args.mark_file and Path(args.mark_file).exists():
         mark = float(Path(args.mark_file).read_text().strip())
-        after = [record for record in records if record[0] >= mark]
-        failed_after = [record[0] for record in after if record[2]]
+        after = [record for record in records if record.sent >= mark]
+        failed_after = [record.sent for record in after if record.error]
         result["requests_after_mark"] = len(after)
         result["failed_after_mark"] = len(failed_after)
         if failed_after:
             last = max(failed_after)
             result["failing_seconds_after_mark"] = round(last - mark, 1)
-            later = [record[0] for record in after if not record[2] and record[0] > last]
+            later = [record.sent for record in after if not record.error and record.sent > last]
             check(bool(later), "no request succeeded after the last failure")
             result["all_succeed_from_s"] = round(min(later) - mark, 1)
             result["succeeded_after_last_failure"] = len(later)

@@ -55,7 +55,7 @@ class LibrarySettings(BaseSettings):
         ge=1,
         description="Torch threads of the reranker. It runs on the request path beside the "
         "engine's threads: on 2 cores, 1 thread reranked 20 chunks in 0.69 s idle and 0.86 s "
-        "beside a busy engine, 2 threads in 0.42 s idle and 10 s busy (docs/benchmarks.md).",
+        "beside a busy engine, 2 threads in 0.54 s idle and 10 s busy (docs/benchmarks.md).",
     )
     chunk_tokens: int = Field(
         384, ge=64, le=2048, description="Largest ingested chunk, in the served model's tokens."
