@@ -51,13 +51,13 @@ class AppState:
     """OpenAI's files, vector stores and stored responses; opened with the library."""
     chunk_cache: ChunkCache | None = None
     precomputer: Precomputer | None = None
+    """Background chunk-KV precompute; None when blending is off."""
     learnt_contexts: LearntContexts | None = None
     """Contexts learnt from traffic; None unless `learn_contexts` and the engine blends."""
     settler: PrefixSettler | None = None
     """Recomputes behind the prefix what first sightings stored; None unless the engine blends."""
     kv_status: KVStatusFollower | None = None
     """Keeps document status in step with the chunk store; None when blending is off."""
-    """Background chunk-KV precompute; None when blending is off."""
     load_error: str | None = None
     engine_died: bool = False
     engine_watch: asyncio.Task[None] | None = None

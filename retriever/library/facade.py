@@ -45,6 +45,7 @@ from retriever.library.local_backend import LocalBackend
 from retriever.library.neighbour_requeue import contexts_holding, requeue
 from retriever.library.reconcile import TextEmbedder
 from retriever.library.records import ChunkRow, DocumentDraft, DocumentRow
+from retriever.library.search_scope import search_scope
 from retriever.library.shared_backend import SharedBackend
 from retriever.search.index import IndexKind, VectorIndex
 from retriever.search.neighbours import NeighbourPolicy
@@ -161,37 +162,24 @@ class Library:
     ) -> list[Hit]:
         """The `top_k` chunks of `tenant`'s project that best answer `query` by `ranking`
         (`retriever.search.ranking`), best first, optionally within documents, within those
-        whose metadata passes `where` (chosen before the search, so it ranks only their chunks)
-        and at or above `min_score`.
-
-        Both rankings filter by project inside the search rather than after it: the dense one
-        searches only the project's chunk ids (FAISS's id selector), the keyword one only rows
-        of the project's documents, so another project's chunks neither show nor crowd out
-        this one's. While the library holds only this project's documents both run unfiltered
-        (a filter costs a check per chunk found); the chunks found are read back within the
-        project either way. Hybrid runs the two searches at once (`ranked_chunks`)."""
+        whose metadata passes `where` and at or above `min_score`. Both rankings search only
+        the chunks `search_scope` allows; the chunks found are read back within the project
+        either way. Hybrid runs the two searches at once (`ranked_chunks`)."""
         if not query.strip():
             raise ValueError("query is empty")
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
         project = tenant.project
-        if document_ids is not None:
-            document_ids = [stored_id(doc_id, project) for doc_id in document_ids]
-        if where is not None:
-            document_ids = self.store.documents_where(where, project, document_ids)
-        shared = not self.store.holds_only(project)
-        allowed = None
-        if document_ids is not None or shared:
-            allowed = self.store.chunk_ids(document_ids, project)
-            if not allowed:
-                return []
+        scope = search_scope(self.store, project, document_ids, where)
+        if scope.empty:
+            return []
         reranker = self.reranker if ranking.rerank else None
         scored = ranked_chunks(
             ranking,
             top_k if reranker is None else max(top_k, self.rerank_candidates),
-            lambda n: self.index.search(self.embedder.embed([query])[0], n, allowed),
+            lambda n: self.index.search(self.embedder.embed([query])[0], n, scope.allowed),
             lambda n: self.store.keyword_search(
-                query, n, document_ids, project if shared else None
+                query, n, scope.document_ids, project if scope.shared else None
             ),
         )
         found = [chunk_id for chunk_id, _ in scored]
