@@ -85,13 +85,6 @@ class VectorIndex:
             self._ids -= present
             return len(present)
 
-    def vector(self, vector_id: int) -> np.ndarray | None:
-        """The vector stored under `vector_id`, or None if that id is not searchable."""
-        with self._lock:
-            if vector_id not in self._ids:
-                return None
-            return self._index.reconstruct(vector_id)
-
     def search(
         self, vector: np.ndarray, k: int, allowed_ids: Collection[int] | None = None
     ) -> list[tuple[int, float]]:
@@ -104,10 +97,30 @@ class VectorIndex:
             if k <= 0 or not candidates:
                 return []
             if allowed_ids is None:
-                return self._selector_search(query, k, None)
+                return self._selector_search(query, k, None)[0]
             if self.kind == "hnsw" and len(candidates) <= EXACT_FILTER_LIMIT:
                 return self._exact_search(query, k, candidates)
-            return self._selector_search(query, k, candidates)
+            return self._selector_search(query, k, candidates)[0]
+
+    def vectors(self, ids: Iterable[int]) -> dict[int, np.ndarray]:
+        """The vectors of those of `ids` that are searchable, by id."""
+        with self._lock:
+            present = [vector_id for vector_id in dict.fromkeys(ids) if vector_id in self._ids]
+            if not present:
+                return {}
+            rows = self._index.reconstruct_batch(_id_array(present))
+        return dict(zip(present, rows, strict=True))
+
+    def search_many(self, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
+        """`search` of each row of `queries`, unfiltered, in one FAISS call: a matrix product
+        reads the index once for all of them, where one search at a time reads it per query."""
+        matrix = np.ascontiguousarray(queries, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[1] != self.dim:
+            raise ValueError(f"expected queries of dim {self.dim}, got {matrix.shape}")
+        with self._lock:
+            if k <= 0 or not self._ids:
+                return [[] for _ in range(len(matrix))]
+            return self._selector_search(matrix, k, None)
 
     def save(self, path: Path) -> None:
         """Write the index to `path` atomically (temp file, fsync, rename)."""
@@ -130,8 +143,8 @@ class VectorIndex:
         return loaded
 
     def _selector_search(
-        self, query: np.ndarray, k: int, allowed: set[int] | None
-    ) -> list[tuple[int, float]]:
+        self, queries: np.ndarray, k: int, allowed: set[int] | None
+    ) -> list[list[tuple[int, float]]]:
         selector: faiss.IDSelector | None = None
         if allowed is not None:
             selector = faiss.IDSelectorBatch(_id_array(allowed))
@@ -143,11 +156,14 @@ class VectorIndex:
             )
         else:
             params = faiss.SearchParameters(sel=selector)
-        scores, labels = self._index.search(query, k, params=params)
+        scores, labels = self._index.search(queries, k, params=params)
         return [
-            (int(label), float(score))
-            for label, score in zip(labels[0], scores[0], strict=True)
-            if label >= 0
+            [
+                (int(label), float(score))
+                for label, score in zip(row_labels, row_scores, strict=True)
+                if label >= 0
+            ]
+            for row_labels, row_scores in zip(labels, scores, strict=True)
         ]
 
     def _exact_search(

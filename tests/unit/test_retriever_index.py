@@ -61,6 +61,29 @@ def test_removed_ids_are_never_returned(kind):
     assert index.remove([1042]) == 0
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_many_queries_at_once_find_what_each_finds_alone(kind):
+    index, vectors = filled(kind)
+    index.remove([1007])  # hnsw: a tombstone the batched search must skip too
+    queries = np.stack([nudged(vectors[i]) for i in (3, 7, 42, 299)])
+    together = index.search_many(queries, k=6)
+    alone = [index.search(query, k=6) for query in queries]
+    assert [[i for i, _ in row] for row in together] == [[i for i, _ in row] for row in alone]
+    assert all(1007 not in {i for i, _ in row} for row in together)
+    scores = [[s for _, s in row] for row in together]
+    assert np.allclose(scores, [[s for _, s in row] for row in alone])
+    assert index.search_many(queries[:1], k=0) == [[]]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_vectors_are_read_back_by_id_skipping_unknown_and_removed_ones(kind):
+    index, vectors = filled(kind)
+    index.remove([1005])
+    found = index.vectors([1004, 1005, 99, 1004, 1010])
+    assert list(found) == [1004, 1010]
+    assert np.allclose(found[1004], vectors[4]) and np.allclose(found[1010], vectors[10])
+
+
 def test_hnsw_refuses_to_reuse_a_removed_id():
     index, vectors = filled("hnsw", count=10)
     index.remove([1000])
