@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 COMBINED_TEXTS = 32
 """Most texts one pass holds with the calls waiting behind the caller's (an ingest's batch)."""
+PADDED_SHARE = 0.75
+"""A text shares a model batch only with texts at most 1/0.75 times its length: the model pads
+a batch to its longest text, so a document's short last chunk beside long ones would cost
+nearly what a long one does (combined `/v1/files` uploads are such mixes)."""
 
 
 def default_model_path() -> Path:
@@ -87,14 +91,21 @@ class Embedder:
         return call.vectors
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        vectors = self._loaded().encode(
-            texts,
-            batch_size=batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        model = self._loaded()
+        batches = similar_length_batches([len(text) for text in texts], batch_size)
+        parts = [
+            model.encode(
+                [texts[position] for position in positions],
+                batch_size=len(positions),
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            for positions in batches
+        ]
+        vectors = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
+        for positions, part in zip(batches, parts, strict=True):
+            vectors[positions] = part
         # Normalized again in float32: a bfloat16 model's norms are 1 to within 1%.
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
@@ -117,6 +128,23 @@ class Embedder:
                 model.to(torch.bfloat16)
             self._model = model
         return self._model
+
+
+def similar_length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Positions of `lengths` in batches of at most `batch_size`, longest first, each batch's
+    shortest at least `PADDED_SHARE` of its longest."""
+    order = sorted(range(len(lengths)), key=lambda position: -lengths[position])
+    batches: list[list[int]] = []
+    for position in order:
+        if batches and _joins(batches[-1], lengths, lengths[position], batch_size):
+            batches[-1].append(position)
+        else:
+            batches.append([position])
+    return batches
+
+
+def _joins(batch: list[int], lengths: list[int], length: int, batch_size: int) -> bool:
+    return len(batch) < batch_size and length >= PADDED_SHARE * lengths[batch[0]]
 
 
 class FairLock:

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from retriever.search.embed import Embedder
+from retriever.search.embed import Embedder, similar_length_batches
 from retriever.search.embed_combining import CallCombiner
 
 
@@ -70,3 +70,22 @@ def test_concurrent_callers_get_their_own_embeddings() -> None:
         thread.join()
     for number, vectors in results.items():
         assert np.allclose(vectors, expected[number : number + 2], atol=1e-5)
+
+
+def test_short_texts_are_not_padded_to_long_ones() -> None:
+    # Four uploads combined: each a long chunk and a short last one.
+    lengths = [1900, 600, 2000, 700, 1800, 650, 1950, 620]
+    batches = similar_length_batches(lengths, batch_size=32)
+    assert batches == [[2, 6, 0, 4], [3, 5, 7, 1]]
+    assert similar_length_batches([100] * 5, batch_size=2) == [[0, 1], [2, 3], [4]]
+    assert sorted(p for batch in similar_length_batches(lengths, 3) for p in batch) == list(
+        range(8)
+    )
+
+
+def test_mixed_lengths_embed_as_each_text_alone() -> None:
+    embedder = Embedder()
+    texts = ["A short query?", " ".join(["a long passage about rivers and their deltas"] * 30)]
+    together = embedder.embed(texts)
+    alone = np.concatenate([embedder.embed([text]) for text in texts])
+    assert np.allclose(together, alone, atol=1e-5)
