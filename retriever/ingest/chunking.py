@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from retriever.ingest.chunks import Chunk, TextTokenizer
 from retriever.ingest.headings import headings_moved_forward
 from retriever.ingest.overlap import overlapping
+from retriever.ingest.packer import Packer
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 # Sentence ends: ASCII . ! ? before whitespace; CJK full stop, exclamation and question marks.
@@ -105,7 +106,7 @@ def chunk_text(
 def _pieces_without_overlap(
     text: str, tokenizer: TextTokenizer, max_tokens: int, min_tokens: int
 ) -> list[Chunk]:
-    packer = _Packer(text, tokenizer, max_tokens)
+    packer = Packer(text, tokenizer, max_tokens)
     for start, end in _spans(text, _PARAGRAPH_BREAK, 0, len(text)):
         if packer.fits(start, end):
             packer.add(start, end)
@@ -119,56 +120,6 @@ def _pieces_without_overlap(
     packer.close()
     packer.merge_small_tail(min_tokens)
     return packer.chunks
-
-
-class _Packer:
-    """Greedily grows the current chunk span while its exact token count stays within budget."""
-
-    def __init__(self, text: str, tokenizer: TextTokenizer, max_tokens: int) -> None:
-        self.text = text
-        self.tokenizer = tokenizer
-        self.max_tokens = max_tokens
-        self.chunks: list[Chunk] = []
-        self._current: Chunk | None = None
-
-    def encode(self, start: int, end: int) -> list[int]:
-        return self.tokenizer.encode(self.text[start:end], add_special_tokens=False)
-
-    def fits(self, start: int, end: int) -> bool:
-        return len(self.encode(start, end)) <= self.max_tokens
-
-    def current_tokens(self) -> int:
-        return len(self._current.token_ids) if self._current else 0
-
-    def add(self, start: int, end: int) -> None:
-        """Append the span to the current chunk, or start a new chunk if the union is too big."""
-        if self._current is not None:
-            grown = self._make(self._current.start_char, end)
-            if grown is not None:
-                self._current = grown
-                return
-            self.close()
-        self._current = self._make(start, end)
-        if self._current is None:
-            raise ValueError(f"span {start}:{end} exceeds max_tokens; split it first")
-
-    def close(self) -> None:
-        if self._current is not None:
-            self.chunks.append(self._current)
-            self._current = None
-
-    def merge_small_tail(self, min_tokens: int) -> None:
-        if len(self.chunks) < 2 or len(self.chunks[-1].token_ids) >= min_tokens:
-            return
-        merged = self._make(self.chunks[-2].start_char, self.chunks[-1].end_char)
-        if merged is not None:
-            self.chunks[-2:] = [merged]
-
-    def _make(self, start: int, end: int) -> Chunk | None:
-        token_ids = self.encode(start, end)
-        if len(token_ids) > self.max_tokens:
-            return None
-        return Chunk(self.text[start:end], token_ids, start, end)
 
 
 def _spans(
@@ -190,7 +141,7 @@ def _trimmed(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
         yield offset, offset + len(stripped)
 
 
-def _pieces(packer: _Packer, start: int, end: int, level: int) -> Iterator[tuple[int, int]]:
+def _pieces(packer: Packer, start: int, end: int, level: int) -> Iterator[tuple[int, int]]:
     """Spans covering `text[start:end]` that each fit, split at the coarsest boundary possible."""
     if level == len(_SPLIT_LEVELS):
         yield from _forced_pieces(packer, start, end)
@@ -202,7 +153,7 @@ def _pieces(packer: _Packer, start: int, end: int, level: int) -> Iterator[tuple
             yield from _pieces(packer, piece_start, piece_end, level + 1)
 
 
-def _forced_pieces(packer: _Packer, start: int, end: int) -> Iterator[tuple[int, int]]:
+def _forced_pieces(packer: Packer, start: int, end: int) -> Iterator[tuple[int, int]]:
     """Cut a run without whitespace at the longest prefix that fits (binary search on chars)."""
     while start < end:
         low, high = start + 1, min(end, start + packer.max_tokens * _CHARS_PER_TOKEN_BOUND)
