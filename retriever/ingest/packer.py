@@ -11,7 +11,7 @@ each step exactly, so the chunks are the ones exact counting would have made.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from retriever.ingest.chunks import Chunk, TextTokenizer
 
@@ -29,7 +29,7 @@ class _Draft:
     spans: list[tuple[int, int]]
     counted: int
     """Its tokens: exact when `token_ids` is known, else the spans' tokens plus the joins'."""
-    token_ids: list[int] | None = field(default=None)
+    token_ids: list[int] | None = None
 
 
 class Packer:

@@ -48,8 +48,9 @@ def nearest_chunks(index: VectorIndex, chunk_id: int, k: int) -> list[tuple[int,
 def nearest_of_each(
     index: VectorIndex, chunk_ids: Sequence[int], k: int
 ) -> dict[int, list[tuple[int, float]]]:
-    """`nearest_chunks` of each of `chunk_ids` in `index` (the others left out), searched
-    `SEARCH_BLOCK` at a time: a batch's neighbourhoods cost a few index reads, not one each."""
+    """`nearest_chunks` of each of `chunk_ids` in `index` (the others left out, repeats once),
+    searched `SEARCH_BLOCK` at a time: a batch's neighbourhoods cost a few index reads, not one
+    each."""
     vectors = index.vectors(chunk_ids)
     ids = list(vectors)
     nearest: dict[int, list[tuple[int, float]]] = {}
@@ -74,14 +75,9 @@ def joined_neighbourhoods(
     its neighbours nearer than the nearest new one (nearest first): they stand after it."""
     new = set(new_ids)
     around_new = nearest_of_each(index, new_ids, CANDIDATE_FACTOR * k)
-    candidates = [
-        candidate
-        for found in around_new.values()
-        for candidate in dict.fromkeys(other for other, _ in found)
-        if candidate not in new
-    ]
+    candidates = [other for found in around_new.values() for other, _ in found if other not in new]
     joined: dict[int, list[int]] = {}
-    for candidate, found in nearest_of_each(index, list(dict.fromkeys(candidates)), k).items():
+    for candidate, found in nearest_of_each(index, candidates, k).items():
         nearest = [other for other, _ in found]
         first_new = next((at for at, other in enumerate(nearest) if other in new), None)
         if first_new is not None:
