@@ -11,8 +11,8 @@ cores left to the scheduler (``--reserved-cores``, default 0 for both: every cor
 The questions are held-out knowledge-conflict items (a gold passage among distractors,
 ``load_tests.eval``; fetch the data once with ``python -m load_tests.eval.fetch``, or use
 ``--data tests/data/eval_sample``).
-Phases (``load_tests/peer_traffic.py`` builds them): sent passages first seen, the same
-re-ordered, pasted (ragblend: ``blend.segment``), library retrieval (ragblend: ingested first,
+Phases (``load_tests/peer_traffic.py`` builds them): sent passages first seen (each tagged
+with its question, so a distractor two questions share is new to each), the same re-ordered, pasted (ragblend: ``blend.segment``), library retrieval (ragblend: ingested first,
 ``retrieval`` over the item's passages; vLLM: the same passages pasted), plain chat, multi-turn,
 a 30-tool catalog and long ``/v1/completions``. Each phase goes in blocks of ``--block``
 requests, a block to one server then the same block to the other, which one first alternating,

@@ -64,6 +64,13 @@ def reordered(count: int, seed: str) -> list[int]:
     return order
 
 
+def sent_passages(item: MultiChunkItem) -> list[str]:
+    """The item's passages as the sent-document phases send them, each tagged with its question:
+    two questions sharing a distractor (the CI sample has 24 passages in all) would otherwise
+    make a "first sight" a partial hit. The same tags every phase, so re-orders find them."""
+    return [f"[{item.id}, passage {n + 1}] {text}" for n, text in enumerate(item.documents)]
+
+
 def pasted(passages: list[str], question: str) -> str:
     """A user message with the passages pasted as ragblend lays out sent ``documents``."""
     return "".join(passage + CHUNK_SEPARATOR for passage in passages) + question_text(question)
@@ -81,7 +88,7 @@ def _qa(
 
 
 def _sent(phase: str, item: MultiChunkItem, order: list[int]) -> PeerRequest:
-    passages = [item.documents[index] for index in order]
+    passages = [sent_passages(item)[index] for index in order]
     body = {"messages": _user(question_text(item.question)), "documents": passages}
     return _qa(phase, item, passages, body)
 
@@ -114,16 +121,9 @@ def phase_requests(phase: str, items: list[MultiChunkItem], turns: int = 3) -> l
         elif phase == "reordered":
             requests.append(_sent(phase, item, reordered(count, f"reordered:{item.id}")))
         elif phase == "pasted":
-            order = reordered(count, f"pasted:{item.id}")
-            body = {"messages": _user(pasted([item.documents[i] for i in order], item.question))}
-            requests.append(
-                _qa(
-                    phase,
-                    item,
-                    [item.documents[i] for i in order],
-                    {**body, "blend": {"segment": True}},
-                )
-            )
+            passages = [sent_passages(item)[i] for i in reordered(count, f"pasted:{item.id}")]
+            body = {"messages": _user(pasted(passages, item.question)), "blend": {"segment": True}}
+            requests.append(_qa(phase, item, passages, body))
         elif phase == "library":
             order = reordered(count, f"library:{item.id}")
             ids = sorted({document_id(passage) for passage in item.documents})

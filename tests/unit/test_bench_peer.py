@@ -26,17 +26,20 @@ def _items(count: int = 3, passages: int = 5) -> list[MultiChunkItem]:
     ]
 
 
-def _vllm_passages(request: traffic.PeerRequest, item: MultiChunkItem) -> list[str]:
-    """The item's passages in the order they stand pasted in vLLM's user message."""
+def _vllm_passages(
+    request: traffic.PeerRequest, item: MultiChunkItem, sent: bool = False
+) -> list[str]:
+    """The item's passages (``sent``: as the sent-document phases tag them) in the order they
+    stand pasted in vLLM's user message."""
     content = request.vllm["messages"][-1]["content"]
     assert content.endswith(question_text(item.question))
-    return sorted(item.documents, key=content.index)
+    return sorted(traffic.sent_passages(item) if sent else item.documents, key=content.index)
 
 
 @pytest.mark.parametrize("phase", ["first_sight", "reordered"])
 def test_sent_passages_are_the_ones_vllm_gets_pasted_in_the_same_order(phase: str) -> None:
     for item, request in zip(_items(), traffic.phase_requests(phase, _items()), strict=True):
-        assert request.ragblend["documents"] == _vllm_passages(request, item)
+        assert request.ragblend["documents"] == _vllm_passages(request, item, sent=True)
         assert request.ragblend["messages"][-1]["content"] == question_text(item.question)
         assert request.answers == item.answers
 
@@ -45,8 +48,8 @@ def test_reordered_passages_are_a_permutation_that_moves_the_first() -> None:
     items = _items(count=20)
     for item, request in zip(items, traffic.phase_requests("reordered", items), strict=True):
         documents = request.ragblend["documents"]
-        assert sorted(documents) == sorted(item.documents)
-        assert documents[0] != item.documents[0]
+        assert sorted(documents) == sorted(traffic.sent_passages(item))
+        assert documents[0] != traffic.sent_passages(item)[0]
     assert traffic.reordered(1, "one") == [0]
     assert traffic.reordered(6, "seed") == traffic.reordered(6, "seed")
 
@@ -56,12 +59,26 @@ def test_pasted_and_library_phases_hold_the_items_passages_for_both_servers() ->
     for item, request in zip(items, traffic.phase_requests("pasted", items), strict=True):
         assert request.ragblend["blend"] == {"segment": True}
         assert request.ragblend["messages"] == request.vllm["messages"]
-        assert sorted(_vllm_passages(request, item)) == sorted(item.documents)
+        assert sorted(_vllm_passages(request, item, sent=True)) == sorted(
+            traffic.sent_passages(item)
+        )
     for item, request in zip(items, traffic.phase_requests("library", items), strict=True):
         ids = {traffic.document_id(passage) for passage in item.documents}
         assert set(request.ragblend["retrieval"]["document_ids"]) == ids
         assert request.ragblend["retrieval"]["top_k"] == len(ids)
         assert sorted(_vllm_passages(request, item)) == sorted(item.documents)
+
+
+def test_a_passage_two_questions_share_is_new_to_each_first_sight() -> None:
+    first, second = _items(count=2)
+    shared = first.documents[0]
+    second.documents[1] = shared
+    sent = traffic.phase_requests("first_sight", [first, second])
+    assert sent[0].ragblend["documents"][0] != sent[1].ragblend["documents"][1]
+    assert all(shared in request.vllm["messages"][-1]["content"] for request in sent)
+    again = traffic.phase_requests("reordered", [first, second])
+    for request, seen in zip(again, sent, strict=True):
+        assert sorted(request.ragblend["documents"]) == sorted(seen.ragblend["documents"])
 
 
 def test_phases_without_passages_send_one_body_to_both() -> None:
