@@ -78,7 +78,12 @@ class ChunkCache:
             kv_salt=salt,
         )
         prompt = [*behind, *chunk, self.prefix[-1]]
-        return await self._run("precompute", prompt, plan=plan)
+        if context is not None:
+            return await self._run("precompute", prompt, plan=plan)
+        stats = await self._run("precompute", prompt, plan=plan, cache_salt=_behind_prefix(plan))
+        if stats is None:  # vLLM's cache held the whole chunk: nothing was claimed to store
+            stats = await self._run("precompute", prompt, plan=plan)
+        return stats
 
     async def learn(
         self, head: list[int], chunks: list[list[int]], separator: Sequence[int], salt: str = ""
@@ -115,9 +120,10 @@ class ChunkCache:
         prompt: list[int],
         transfer: dict[str, Any] | None = None,
         plan: BlendPlan | None = None,
+        cache_salt: str | None = None,
     ) -> BlendStats | None:
-        """One single-token request; its own cache salt keeps vLLM's prefix cache from
-        answering for the connector."""
+        """One single-token request; its own cache salt (None: one of its own) keeps vLLM's
+        prefix cache from answering for the connector."""
         from vllm import SamplingParams
 
         request_id = f"{kind}-{uuid.uuid4().hex}"
@@ -125,8 +131,16 @@ class ChunkCache:
         params = SamplingParams(max_tokens=1, temperature=0, extra_args=extra)
         reported: list[BlendStats] = []
         outputs = self.engine.generate(
-            request_id, prompt, params, plan, reported.append, cache_salt=request_id
+            request_id, prompt, params, plan, reported.append, cache_salt=cache_salt or request_id
         )
         async for _ in outputs:
             pass
         return reported[-1] if reported else None
+
+
+def _behind_prefix(plan: BlendPlan) -> str:
+    """The vLLM cache salt every precompute behind the fixed prefix shares (per project and
+    recipe): the prefix's full blocks are then computed once and read back by the next ones, so
+    settling a chunk computes the chunk, not the prefix again (272 tokens behind Qwen's chat
+    head). What they share is exact: a precompute computes every token."""
+    return f"{plan.cache_salt}/behind-prefix"

@@ -90,6 +90,10 @@ async def _scenario(setup: Any) -> Scenario:
     replies["contextual@1.0"] = await _ask(setup, prompt.token_ids, plan("blend", 1.0))
     stats["neutral_again"] = await cache.precompute(chunk, replace=True)
     replies["neutral_again"] = await _ask(setup, prompt.token_ids, plan("reuse"))
+    # Prefix and chunk filling whole blocks: the second time vLLM's cache holds all of it.
+    aligned = (other_text * 8)[: (-len(setup.prefix)) % 128 or 128]
+    stats["aligned"] = await cache.precompute(aligned)
+    stats["aligned_again"] = await cache.precompute(aligned, replace=True)
 
     # Two documents learnt as they stand right after the chat head: neither sits where
     # stored chunks do, so both entries are moved there, and moved back when reused.
@@ -159,6 +163,18 @@ def test_replace_overwrites_the_entry_both_ways_and_reports_a_stored_chunk(
     again = scenario.replies["neutral_again"]
     assert again.answer == scenario.replies["neutral"].answer
     assert divergence(scenario.replies["neutral"].first_token, again.first_token) < 1e-3
+
+
+def test_precomputes_behind_the_prefix_share_its_blocks_and_a_whole_hit_still_stores(
+    scenario: Scenario,
+) -> None:
+    assert scenario.stats["neutral"].prefix_cached_tokens == 0  # the first computes the prefix
+    assert scenario.stats["neutral_again"].prefix_cached_tokens > 0
+    assert scenario.stats["kept"].prefix_cached_tokens == 0  # behind context: nothing shared
+    for name in ("aligned", "aligned_again"):
+        stats = scenario.stats[name]
+        assert (stats.chunks_hit, stats.chunks_missed, stats.fell_back) == (0, 1, False), name
+    assert scenario.stats["aligned_again"].chunk_keys == scenario.stats["aligned"].chunk_keys
 
 
 def test_learnt_documents_reuse_like_full_prefill_wherever_they_stand(scenario: Scenario) -> None:
