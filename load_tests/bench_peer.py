@@ -14,13 +14,13 @@ The questions are held-out knowledge-conflict items (a gold passage among distra
 Phases (``load_tests/peer_traffic.py`` builds them): sent passages first seen (each tagged with its
 question, so a distractor two questions share is new to each), the same re-ordered, pasted
 (ragblend: ``blend.segment``), library retrieval (ragblend: ingested first, ``retrieval`` over the
-item's passages; vLLM: the same passages pasted), plain chat, multi-turn, a 30-tool catalog and
-long ``/v1/completions``. Each phase goes in blocks of ``--block`` requests, a block to one server
-then the same block to the other, which one first alternating, so machine noise hits both alike.
-Requests are streamed one at a time, greedy, ``--max-tokens`` each (no stop: F1 scores the first
-line). Per phase: TTFT p50/p95, time per output token, answer F1, requests/s meeting
-``--ttft-target-s`` and ragblend's chunk hits; x = vLLM/ragblend (above 1: ragblend faster).
-Prints a table and writes every request's record as JSON.
+item's passages; vLLM: the same passages pasted), plain chat, long answers after a blend (decoding
+timed over equal lengths), multi-turn, a 30-tool catalog and long ``/v1/completions``. Each phase
+goes in blocks of ``--block`` requests, a block to one server then the same block to the other,
+which one first alternating, so machine noise hits both alike. Requests are streamed one at a time,
+greedy, ``--max-tokens`` each (no stop: F1 scores the first line). Per phase: TTFT p50/p95, time
+per output token, answer F1, requests/s meeting ``--ttft-target-s`` and ragblend's chunk hits; x =
+vLLM/ragblend (above 1: ragblend faster). Prints a table and writes every request's record as JSON.
 
 The prompt-token column shows whether both read the same prompt: with a chat template that
 renders no tools (SmolLM2's) vLLM sends the tool phase's questions alone while ragblend writes

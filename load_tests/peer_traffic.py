@@ -25,15 +25,20 @@ PHASES = (
     "pasted",
     "library",
     "chat",
+    "long_answers",
     "multi_turn",
     "tools",
     "completions",
 )
-NEEDS_SEEN = frozenset({"reordered", "pasted"})
+NEEDS_SEEN = frozenset({"reordered", "pasted", "long_answers"})
 """Phases whose passages ragblend must have been sent before (as ``first_sight`` sends them)."""
 TOOLS = 30
 WARM_UP_BODY = {"messages": [{"role": "user", "content": "Say hello."}]}
 FOLLOW_UPS = ("Say that again as one short sentence.", "Which passage says so?")
+LONG_ANSWER = "Write a long story about the answer to this question, in many paragraphs: {}"
+"""The ``long_answers`` phase: the sent passages re-ordered again (a blend of stored chunks) and
+answers that run to ``--max-tokens`` on both servers, so decoding after a blend is timed over
+as many tokens as after vLLM's prefill (a few tokens' TPOT is mostly noise)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,12 @@ def phase_requests(phase: str, items: list[MultiChunkItem], turns: int = 3) -> l
         elif phase == "chat":
             body = {"messages": _user(item.question)}
             requests.append(PeerRequest(phase, item.id, CHAT, body, body))
+        elif phase == "long_answers":
+            passages = [sent_passages(item)[i] for i in reordered(count, f"long:{item.id}")]
+            long_story = LONG_ANSWER.format(item.question)
+            vllm = {"messages": _user(pasted(passages, long_story))}
+            body = {"messages": _user(question_text(long_story)), "documents": passages}
+            requests.append(PeerRequest(phase, item.id, CHAT, vllm, body))
         elif phase == "multi_turn":
             requests.extend(_multi_turn(item, turns))
         elif phase == "tools":

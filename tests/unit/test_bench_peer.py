@@ -3,6 +3,8 @@ figures (percentiles, ratios, time per output token, requests/s at a TTFT target
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from load_tests import peer_summary as summary
@@ -36,12 +38,18 @@ def _vllm_passages(
     return sorted(traffic.sent_passages(item) if sent else item.documents, key=content.index)
 
 
-@pytest.mark.parametrize("phase", ["first_sight", "reordered"])
+@pytest.mark.parametrize("phase", ["first_sight", "reordered", "long_answers"])
 def test_sent_passages_are_the_ones_vllm_gets_pasted_in_the_same_order(phase: str) -> None:
     for item, request in zip(_items(), traffic.phase_requests(phase, _items()), strict=True):
+        question = item.question
+        if phase == "long_answers":
+            question = traffic.LONG_ANSWER.format(question)
+            assert not request.answers  # a story: no F1
+            item = replace(item, question=question)
+        else:
+            assert request.answers == item.answers
         assert request.ragblend["documents"] == _vllm_passages(request, item, sent=True)
-        assert request.ragblend["messages"][-1]["content"] == question_text(item.question)
-        assert request.answers == item.answers
+        assert request.ragblend["messages"][-1]["content"] == question_text(question)
 
 
 def test_reordered_passages_are_a_permutation_that_moves_the_first() -> None:
