@@ -85,6 +85,7 @@ def send(
         "temperature": 0,
         "stream": True,
         "stream_options": {"include_usage": True},
+        **({"min_tokens": max_tokens} if request.full_length else {}),
     }
     record = stream(client, request.path, body)
     score = f1(first_line(record["answer"]), request.answers) if request.answers else None

@@ -37,8 +37,9 @@ WARM_UP_BODY = {"messages": [{"role": "user", "content": "Say hello."}]}
 FOLLOW_UPS = ("Say that again as one short sentence.", "Which passage says so?")
 LONG_ANSWER = "Write a long story about the answer to this question, in many paragraphs: {}"
 """The ``long_answers`` phase: the sent passages re-ordered again (a blend of stored chunks) and
-answers that run to ``--max-tokens`` on both servers, so decoding after a blend is timed over
-as many tokens as after vLLM's prefill (a few tokens' TPOT is mostly noise)."""
+answers decoded to ``--max-tokens`` on both servers (`PeerRequest.full_length`), so decoding
+after a blend is timed over as many tokens as after vLLM's prefill (the other phases' answers
+end where each server's greedy answer ends: a few tokens' TPOT is mostly noise)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class PeerRequest:
     ragblend: dict[str, Any]
     answers: list[str] = field(default_factory=list)
     """Gold answers; empty where the request has none (no F1)."""
+    full_length: bool = False
+    """Decoded to ``max_tokens`` on both servers (``min_tokens``), so both time as many tokens."""
 
 
 def document_id(passage: str) -> str:
@@ -143,7 +146,7 @@ def phase_requests(phase: str, items: list[MultiChunkItem], turns: int = 3) -> l
             long_story = LONG_ANSWER.format(item.question)
             vllm = {"messages": _user(pasted(passages, long_story))}
             body = {"messages": _user(question_text(long_story)), "documents": passages}
-            requests.append(PeerRequest(phase, item.id, CHAT, vllm, body))
+            requests.append(PeerRequest(phase, item.id, CHAT, vllm, body, full_length=True))
         elif phase == "multi_turn":
             requests.extend(_multi_turn(item, turns))
         elif phase == "tools":
