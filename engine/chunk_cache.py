@@ -141,6 +141,7 @@ class ChunkCache:
 def _behind_prefix(plan: BlendPlan) -> str:
     """The vLLM cache salt every precompute behind the fixed prefix shares (per project and
     recipe): the prefix's full blocks are then computed once and read back by the next ones, so
-    settling a chunk computes the chunk, not the prefix again (272 tokens behind Qwen's chat
-    head). What they share is exact: a precompute computes every token."""
+    settling a chunk computes the chunk, not the prefix again (272 tokens for Qwen2.5: its chat
+    head and the neutral passages). What they share is exact: a precompute computes every
+    token."""
     return f"{plan.cache_salt}/behind-prefix"
