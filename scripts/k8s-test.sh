@@ -269,9 +269,10 @@ json() { "$python" -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[
 
 if [[ "$skip_checks" != *,upgrade,* ]]; then
   say "rolling upgrade (settings.MAX_TOKENS_DEFAULT) under a request loop"
-  # 60 s a request: on 2 shared cores a pod starting beside the serving ones has slowed a 4-token
-  # chat to 19 s (the figure below reports the slowest); the OpenAI SDK's own default is 600 s
-  start_loop --ids-file "$work/upgrade-ids" --request-timeout 60
+  # 120 s a request: the test asks that no request fails, not how fast one is answered while a
+  # third engine starts on the same 2 shared cores; one 4-token chat has taken 19, 40 and 55 s
+  # there (the figure below reports the slowest). The OpenAI SDK's own default is 600 s.
+  start_loop --ids-file "$work/upgrade-ids" --request-timeout 120
   sleep 5
   before="$(server_pods | awk '{print $1}' | sort | paste -sd' ')"
   helm upgrade "$release" deploy/helm/ragblend --reuse-values \
