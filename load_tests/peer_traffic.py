@@ -79,6 +79,10 @@ def sent_passages(item: MultiChunkItem) -> list[str]:
     return [f"[{item.id}, passage {n + 1}] {text}" for n, text in enumerate(item.documents)]
 
 
+def _in_order(passages: list[str], order: list[int]) -> list[str]:
+    return [passages[index] for index in order]
+
+
 def pasted(passages: list[str], question: str) -> str:
     """A user message with the passages pasted as ragblend lays out sent ``documents``."""
     return "".join(passage + CHUNK_SEPARATOR for passage in passages) + question_text(question)
@@ -96,7 +100,7 @@ def _qa(
 
 
 def _sent(phase: str, item: MultiChunkItem, order: list[int]) -> PeerRequest:
-    passages = [sent_passages(item)[index] for index in order]
+    passages = _in_order(sent_passages(item), order)
     body = {"messages": _user(question_text(item.question)), "documents": passages}
     return _qa(phase, item, passages, body)
 
@@ -129,7 +133,7 @@ def phase_requests(phase: str, items: list[MultiChunkItem], turns: int = 3) -> l
         elif phase == "reordered":
             requests.append(_sent(phase, item, reordered(count, f"reordered:{item.id}")))
         elif phase == "pasted":
-            passages = [sent_passages(item)[i] for i in reordered(count, f"pasted:{item.id}")]
+            passages = _in_order(sent_passages(item), reordered(count, f"pasted:{item.id}"))
             body = {"messages": _user(pasted(passages, item.question)), "blend": {"segment": True}}
             requests.append(_qa(phase, item, passages, body))
         elif phase == "library":
@@ -137,12 +141,12 @@ def phase_requests(phase: str, items: list[MultiChunkItem], turns: int = 3) -> l
             ids = sorted({document_id(passage) for passage in item.documents})
             retrieval = {"top_k": len(ids), "document_ids": ids}
             body = {"messages": _user(question_text(item.question)), "retrieval": retrieval}
-            requests.append(_qa(phase, item, [item.documents[i] for i in order], body))
+            requests.append(_qa(phase, item, _in_order(item.documents, order), body))
         elif phase == "chat":
             body = {"messages": _user(item.question)}
             requests.append(PeerRequest(phase, item.id, CHAT, body, body))
         elif phase == "long_answers":
-            passages = [sent_passages(item)[i] for i in reordered(count, f"long:{item.id}")]
+            passages = _in_order(sent_passages(item), reordered(count, f"long:{item.id}"))
             long_story = LONG_ANSWER.format(item.question)
             vllm = {"messages": _user(pasted(passages, long_story))}
             body = {"messages": _user(question_text(long_story)), "documents": passages}
