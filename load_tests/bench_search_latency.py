@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from transformers import AutoTokenizer
 
-    from retriever import DEFAULT_PROJECT, Embedder, Library, NewDocument, Tenant
+    from retriever import DEFAULT_PROJECT, EVERY_PROJECT, Embedder, Library, NewDocument, Tenant
 
     tenant = Tenant(DEFAULT_PROJECT, kv_salt="")  # the library alone: no KV, no salt
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                         [NewDocument(f"d{start + n}", text) for n, text in enumerate(batch)],
                         tenant=tenant,
                     )
-            stored = len(library.store.chunk_ids())
+            stored = len(library.store.chunk_ids(project=EVERY_PROJECT))
             print(f"{count} texts: {stored} chunks in {time.monotonic() - started:.0f} s")
             library.embedder = embedder  # queries are embedded for real
             results = measure(library, questions, args.top_k, args.rankings)

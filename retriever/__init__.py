@@ -23,7 +23,12 @@ if TYPE_CHECKING:
     from retriever.library.documents import Hit, InvalidIngest, NewDocument
     from retriever.library.drafts import DocumentConflict
     from retriever.library.facade import STORE_FILE, Library
-    from retriever.library.interfaces import LibraryStore, LibraryUnavailable, OutageLog
+    from retriever.library.interfaces import (
+        EVERY_PROJECT,
+        LibraryStore,
+        LibraryUnavailable,
+        OutageLog,
+    )
     from retriever.library.records import DEFAULT_PROJECT, DOCUMENT_STATUSES, ChunkRow
     from retriever.objects.cursor_pages import PageRequest, UnknownCursor
     from retriever.objects.file_store import FileRecord, new_file_id
@@ -50,7 +55,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "retriever.library.documents": ("Hit", "InvalidIngest", "NewDocument"),
     "retriever.library.drafts": ("DocumentConflict",),
     "retriever.library.facade": ("STORE_FILE", "Library"),
-    "retriever.library.interfaces": ("LibraryStore", "LibraryUnavailable", "OutageLog"),
+    "retriever.library.interfaces": (
+        "EVERY_PROJECT",
+        "LibraryStore",
+        "LibraryUnavailable",
+        "OutageLog",
+    ),
     "retriever.library.records": ("DEFAULT_PROJECT", "DOCUMENT_STATUSES", "ChunkRow"),
     "retriever.objects.cursor_pages": ("PageRequest", "UnknownCursor"),
     "retriever.objects.file_store": ("FileRecord", "new_file_id"),
@@ -76,6 +86,7 @@ _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = [
     "DEFAULT_PROJECT",
     "DOCUMENT_STATUSES",
+    "EVERY_PROJECT",
     "STORE_FILE",
     "Attachment",
     "BatchRecord",

@@ -31,5 +31,5 @@ class NeighbourContext:
         nearest = nearest_chunks(self.library.index, chunk.id, self.neighbours)
         if not nearest:
             return None
-        rows = self.library.store.chunks_for(context_order(nearest), project)
+        rows = self.library.store.chunks_for(context_order(nearest), project=project)
         return [row.token_ids + self.separator for row in rows] or None

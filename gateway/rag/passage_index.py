@@ -26,7 +26,7 @@ from gateway.rag.passage_finder import (
     occurrences,
     passage_key,
 )
-from retriever import LibraryUnavailable
+from retriever import EVERY_PROJECT, LibraryUnavailable
 
 if TYPE_CHECKING:
     from retriever import Library
@@ -142,7 +142,7 @@ class KnownPassages:
             try:
                 for first in range(0, len(new), SYNC_BATCH):
                     batch = new[first : first + SYNC_BATCH]
-                    for row in library.store.chunks_for(batch):
+                    for row in library.store.chunks_for(batch, project=EVERY_PROJECT):
                         self.library.add(row.id, row.text)
                     self._library_seen.update(batch)
             except LibraryUnavailable as exc:

@@ -28,6 +28,7 @@ from gateway.http.metrics import CHUNK_CONTEXT_REFRESHES, PRECOMPUTED_CHUNKS
 from gateway.rag.chunk_context import NeighbourContext
 from retriever import (
     DEFAULT_PROJECT,
+    EVERY_PROJECT,
     ChunkRow,
     Library,
     LibraryStore,
@@ -169,7 +170,7 @@ class Precomputer:
 
 def _project_of(store: LibraryStore, row: ChunkRow) -> str:
     """The project of the chunk's document (``default`` once it is deleted: nothing is kept)."""
-    document = store.get_document(row.document_id)
+    document = store.get_document(row.document_id, project=EVERY_PROJECT)
     return DEFAULT_PROJECT if document is None else document.project
 
 

@@ -68,7 +68,7 @@ def _project_chunks(known: KnownPassages, library: Library, project: str) -> set
     try:
         if library.store.holds_only(project):
             return None
-        return library.store.chunk_ids(None, project)
+        return library.store.chunk_ids(project=project)
     except LibraryUnavailable as exc:
         log.warning("pasted passages: library chunks not searched this time (%s)", exc)
         return set()

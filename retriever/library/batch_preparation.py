@@ -71,7 +71,7 @@ def _drafts(
         if (
             is_new
             and document.id is not None
-            and store.get_document(stored_id(document.id, project))
+            and store.get_document(stored_id(document.id, project), project=project)
         ):
             raise DocumentConflict(
                 f"document {document.id!r} already exists with different content"

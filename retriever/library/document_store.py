@@ -96,8 +96,9 @@ class DocumentStore(PrecomputeQueue):
     def find_by_hash(self, content_hash: str) -> DocumentRow | None:
         return self._document("content_hash = ?", content_hash)
 
-    def get_document(self, doc_id: str, project: str | None = None) -> DocumentRow | None:
-        """The document `doc_id`; None when unknown or (given `project`) another project's."""
+    def get_document(self, doc_id: str, *, project: str | None) -> DocumentRow | None:
+        """The document `doc_id`; None when unknown or (unless `project` is `EVERY_PROJECT`)
+        another project's."""
         if project is None:
             return self._document("id = ?", doc_id)
         with self._db.reading() as connection:
@@ -109,10 +110,10 @@ class DocumentStore(PrecomputeQueue):
             return select_document(connection, condition, value)
 
     def list_documents(
-        self, offset: int = 0, limit: int = 100, project: str | None = None
+        self, *, project: str | None, offset: int = 0, limit: int = 100
     ) -> tuple[list[DocumentRow], int]:
-        """A page of documents, oldest first, and the total number of documents; only
-        `project`'s when given."""
+        """A page of `project`'s documents (`EVERY_PROJECT`: everyone's), oldest first, and how
+        many there are."""
         scope, parameters = ("", ()) if project is None else ("WHERE project = ? ", (project,))
         with self._db.snapshot() as connection:
             total = connection.execute(
@@ -131,9 +132,9 @@ class DocumentStore(PrecomputeQueue):
                 connection, f"WHERE status = ? ORDER BY {self._dialect.insertion_order}", status
             )
 
-    def delete_document(self, doc_id: str, project: str | None = None) -> list[ChunkRow] | None:
+    def delete_document(self, doc_id: str, *, project: str | None) -> list[ChunkRow] | None:
         """Delete a document and its chunks (and log it); returns the removed chunks, or None if
-        unknown (or, given `project`, another project's)."""
+        unknown (or, unless `project` is `EVERY_PROJECT`, another project's)."""
         with self._db.transaction() as connection:
             self._dialect.lock_writes(connection)
             found = select_document(connection, "id = ?", doc_id)
@@ -145,9 +146,9 @@ class DocumentStore(PrecomputeQueue):
             self._dialect.log_change(connection, "delete", [doc_id], [row.id for row in removed])
         return removed
 
-    def chunks_for(self, chunk_ids: Sequence[int], project: str | None = None) -> list[ChunkRow]:
-        """Chunks by id in the order asked; ids that do not exist (or, given `project`, are
-        another project's) are skipped."""
+    def chunks_for(self, chunk_ids: Sequence[int], *, project: str | None) -> list[ChunkRow]:
+        """Chunks by id in the order asked; ids that do not exist (or, unless `project` is
+        `EVERY_PROJECT`, are another project's) are skipped."""
         condition, ids = self._dialect.any_of("id", chunk_ids)
         parameters: tuple[object, ...] = (ids,)
         if project is not None:
@@ -171,10 +172,11 @@ class DocumentStore(PrecomputeQueue):
         query: str,
         limit: int,
         document_ids: Sequence[str] | None = None,
-        project: str | None = None,
+        *,
+        project: str | None,
     ) -> list[tuple[int, float]]:
         """Up to `limit` (chunk id, score) pairs of chunks holding any word of `query`, best
-        first, within `document_ids` when given and `project`'s chunks when given (None: every
+        first, within `document_ids` when given and `project`'s chunks (`EVERY_PROJECT`: every
         project's, for a library that holds one) (`retriever.search.keywords`); none for a
         query without words."""
         terms = keyword_terms(query)
@@ -184,10 +186,10 @@ class DocumentStore(PrecomputeQueue):
             return self._dialect.keyword_search(connection, terms, limit, document_ids, project)
 
     def chunk_ids(
-        self, document_ids: Sequence[str] | None = None, project: str | None = None
+        self, document_ids: Sequence[str] | None = None, *, project: str | None
     ) -> set[int]:
-        """Ids of all chunks, or of the chunks of the given documents; only `project`'s when
-        given."""
+        """Ids of `project`'s chunks (`EVERY_PROJECT`: everyone's), or of those of the given
+        documents."""
         condition, parameters = "1 = 1", ()
         if document_ids is not None:
             condition, ids = self._dialect.any_of("document_id", document_ids)

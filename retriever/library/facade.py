@@ -38,7 +38,7 @@ from retriever.library.documents import (
     validated_texts,
 )
 from retriever.library.drafts import DuplicateVanished
-from retriever.library.interfaces import LibraryBackend, LibraryStore
+from retriever.library.interfaces import EVERY_PROJECT, LibraryBackend, LibraryStore
 from retriever.library.local_backend import INDEX_FILE as INDEX_FILE
 from retriever.library.local_backend import STORE_FILE as STORE_FILE
 from retriever.library.local_backend import LocalBackend
@@ -179,11 +179,11 @@ class Library:
             top_k if reranker is None else max(top_k, self.rerank_candidates),
             lambda n: self.index.search(self.embedder.embed([query])[0], n, scope.allowed),
             lambda n: self.store.keyword_search(
-                query, n, scope.document_ids, project if scope.shared else None
+                query, n, scope.document_ids, project=project if scope.shared else EVERY_PROJECT
             ),
         )
         found = [chunk_id for chunk_id, _ in scored]
-        rows = {row.id: row for row in self.store.chunks_for(found, project)}
+        rows = {row.id: row for row in self.store.chunks_for(found, project=project)}
         hits = [
             Hit.found(row, score, client_id(row.document_id, project))
             for chunk_id, score in scored
@@ -198,7 +198,7 @@ class Library:
     def get(self, doc_id: str, *, tenant: Tenant) -> DocumentRow | None:
         """`tenant`'s document `doc_id`; None when unknown or another project's."""
         project = tenant.project
-        found = self.store.get_document(stored_id(doc_id, project), project)
+        found = self.store.get_document(stored_id(doc_id, project), project=project)
         return None if found is None else client_document(found)
 
     def chunking_of(self, document_key: str) -> Chunking:
@@ -209,7 +209,7 @@ class Library:
         self, offset: int = 0, limit: int = 100, *, tenant: Tenant
     ) -> tuple[list[DocumentRow], int]:
         """A page of `tenant`'s documents, oldest first, and its total count."""
-        rows, total = self.store.list_documents(offset, limit, tenant.project)
+        rows, total = self.store.list_documents(project=tenant.project, offset=offset, limit=limit)
         return [client_document(row) for row in rows], total
 
     def delete(self, doc_id: str, *, tenant: Tenant) -> list[ChunkRow] | None:
@@ -221,9 +221,9 @@ class Library:
         stored = stored_id(doc_id, project)
         with self._write_lock:
             held = self._contexts_holding(
-                sorted(self.store.chunk_ids([stored], project)), "deleted"
+                sorted(self.store.chunk_ids([stored], project=project)), "deleted"
             )
-            deleted = self.backend.delete(stored, project)
+            deleted = self.backend.delete(stored, project=project)
         if deleted:
             requeue(self.store, held - {row.id for row in deleted}, "deleted")
         return None if deleted is None else [client_chunk(row, project) for row in deleted]

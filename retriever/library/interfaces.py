@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from retriever.library.documents import MetadataCondition
 from retriever.library.records import (
@@ -24,6 +24,12 @@ if TYPE_CHECKING:  # the gateway imports `LibraryUnavailable` without the retrie
     import numpy as np
 
     from retriever.search.index import VectorIndex
+
+
+EVERY_PROJECT: Final = None
+"""The `project` of a store call that spans every tenant: background maintenance (reconciling
+the index, precomputing, neighbour requeues), never a request. The stores take `project` by
+keyword with no default, so reading across tenants is always written out."""
 
 
 class LibraryUnavailable(RuntimeError):
@@ -59,20 +65,18 @@ class LibraryStore(Protocol):
 
     def find_by_hash(self, content_hash: str) -> DocumentRow | None: ...
 
-    def get_document(self, doc_id: str, project: str | None = None) -> DocumentRow | None: ...
+    def get_document(self, doc_id: str, *, project: str | None) -> DocumentRow | None: ...
 
     def list_documents(
-        self, offset: int = 0, limit: int = 100, project: str | None = None
+        self, *, project: str | None, offset: int = 0, limit: int = 100
     ) -> tuple[list[DocumentRow], int]: ...
 
-    def chunks_for(
-        self, chunk_ids: Sequence[int], project: str | None = None
-    ) -> list[ChunkRow]: ...
+    def chunks_for(self, chunk_ids: Sequence[int], *, project: str | None) -> list[ChunkRow]: ...
 
     def holds_only(self, project: str) -> bool: ...
 
     def chunk_ids(
-        self, document_ids: Sequence[str] | None = None, project: str | None = None
+        self, document_ids: Sequence[str] | None = None, *, project: str | None
     ) -> set[int]: ...
 
     def documents_where(
@@ -84,7 +88,8 @@ class LibraryStore(Protocol):
         query: str,
         limit: int,
         document_ids: Sequence[str] | None = None,
-        project: str | None = None,
+        *,
+        project: str | None,
     ) -> list[tuple[int, float]]: ...
 
     def set_status(self, doc_id: str, status: DocumentStatus) -> bool: ...
@@ -128,9 +133,9 @@ class LibraryBackend(Protocol):
         prepared as a copy lost its original meanwhile (nothing is stored then)."""
         ...
 
-    def delete(self, doc_id: str, project: str | None = None) -> list[ChunkRow] | None:
-        """Delete a document and its vectors; its chunks, or None if it is unknown (or, given
-        `project`, another project's)."""
+    def delete(self, doc_id: str, *, project: str | None) -> list[ChunkRow] | None:
+        """Delete a document and its vectors; its chunks, or None if it is unknown (or, unless
+        `project` is `EVERY_PROJECT`, another project's)."""
         ...
 
     def close(self) -> None: ...

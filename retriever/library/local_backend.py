@@ -51,8 +51,8 @@ class LocalBackend:
         self.store.set_statuses(created, "pending", "indexed")
         return insertions
 
-    def delete(self, doc_id: str, project: str | None = None) -> list[ChunkRow] | None:
-        removed = self.store.delete_document(doc_id, project)
+    def delete(self, doc_id: str, *, project: str | None) -> list[ChunkRow] | None:
+        removed = self.store.delete_document(doc_id, project=project)
         if removed:
             self.index.remove(row.id for row in removed)
             self._saver.changed()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from retriever.library.interfaces import LibraryStore
+from retriever.library.interfaces import EVERY_PROJECT, LibraryStore
 from retriever.search.index import VectorIndex
 from retriever.search.neighbours import NeighbourPolicy, joined_neighbourhoods, within_window
 
@@ -33,7 +33,9 @@ def contexts_holding(
     try:
         joined = joined_neighbourhoods(index, chunk_ids, policy.count)
         nearer = sorted({other for others in joined.values() for other in others})
-        lengths = {row.id: len(row.token_ids) for row in store.chunks_for(nearer)}
+        lengths = {
+            row.id: len(row.token_ids) for row in store.chunks_for(nearer, project=EVERY_PROJECT)
+        }
         return within_window(joined, lengths, policy.window_tokens)
     except Exception:
         log.exception("could not find the neighbours of %d %s chunks", len(chunk_ids), kind)

@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from retriever.library.document_store import DocumentStore
+from retriever.library.interfaces import EVERY_PROJECT
 from retriever.search.index import VectorIndex
 
 logger = logging.getLogger(__name__)
@@ -43,12 +44,12 @@ class Reconciliation:
 
 def reconcile(store: DocumentStore, index: VectorIndex, embedder: TextEmbedder) -> Reconciliation:
     """Make `index` hold exactly one vector per stored chunk; mark pending documents indexed."""
-    stored_ids = store.chunk_ids()
+    stored_ids = store.chunk_ids(project=EVERY_PROJECT)
     indexed_ids = index.ids()
     removed = index.remove(indexed_ids - stored_ids)
     missing = sorted(stored_ids - indexed_ids)
     for start in range(0, len(missing), REEMBED_BATCH):
-        rows = store.chunks_for(missing[start : start + REEMBED_BATCH])
+        rows = store.chunks_for(missing[start : start + REEMBED_BATCH], project=EVERY_PROJECT)
         index.add([row.id for row in rows], embedder.embed([row.text for row in rows]))
     pending = store.documents_with_status("pending")
     store.set_statuses([document.id for document in pending], "pending", "indexed")

@@ -48,5 +48,5 @@ def search_scope(
     shared = not store.holds_only(project)
     allowed = None
     if stored is not None or shared:
-        allowed = store.chunk_ids(stored, project)
+        allowed = store.chunk_ids(stored, project=project)
     return SearchScope(stored, allowed, shared)

@@ -48,8 +48,8 @@ class SharedBackend:
         self._catch_up_after_commit()
         return insertions
 
-    def delete(self, doc_id: str, project: str | None = None) -> list[ChunkRow] | None:
-        removed = self.store.delete_document(doc_id, project)
+    def delete(self, doc_id: str, *, project: str | None) -> list[ChunkRow] | None:
+        removed = self.store.delete_document(doc_id, project=project)
         if removed is not None:
             self._catch_up_after_commit()
         return removed

@@ -139,7 +139,8 @@ class FakeLibrary:
         self.store = SimpleNamespace(chunks_for=self._chunks_for)
         self.down = False
 
-    def _chunks_for(self, ids: list[int]) -> list[SimpleNamespace]:
+    def _chunks_for(self, ids: list[int], *, project: str | None) -> list[SimpleNamespace]:
+        assert project is None, "the index holds every project's chunks"
         if self.down:
             raise LibraryUnavailable("document library unavailable: test")
         self.reads.append(list(ids))

@@ -1,7 +1,8 @@
-"""The product's modules stay small and no layer below the gateway picks a tenant by default.
+"""The product's modules stay small and no function picks a tenant by default.
 
-Files of one job under 250 lines are what keeps the code readable; a default project on a
-retriever or engine argument is how a forgotten argument would read another tenant's data.
+Files of one job under 250 lines are what keeps the code readable; a default on a project
+argument is how a forgotten argument would read another tenant's data (a None default is how
+one would read every tenant's: maintenance says `EVERY_PROJECT` out loud).
 """
 
 from __future__ import annotations
@@ -18,11 +19,6 @@ def _modules(*folders: str) -> list[Path]:
     return sorted(path for folder in folders for path in (ROOT / folder).rglob("*.py"))
 
 
-def _is_none(node: ast.expr) -> bool:
-    """A None default: the stores' "every project" (used by maintenance, not requests)."""
-    return isinstance(node, ast.Constant) and node.value is None
-
-
 def test_no_product_module_is_over_250_lines() -> None:
     long = {
         str(path.relative_to(ROOT)): lines
@@ -32,9 +28,9 @@ def test_no_product_module_is_over_250_lines() -> None:
     assert long == {}
 
 
-def test_nothing_below_the_gateway_defaults_to_a_project() -> None:
+def test_no_project_argument_has_a_default() -> None:
     defaulted = []
-    for path in _modules("engine", "retriever"):
+    for path in _modules(*PRODUCT):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
@@ -42,7 +38,6 @@ def test_nothing_below_the_gateway_defaults_to_a_project() -> None:
             defaults = [None] * (len(node.args.args) - len(node.args.defaults))
             defaults += node.args.defaults + node.args.kw_defaults
             for argument, default in zip(arguments, defaults, strict=True):
-                names_a_project = default is not None and not _is_none(default)
-                if names_a_project and "project" in argument.arg:
+                if default is not None and "project" in argument.arg:
                     defaulted.append(f"{path.relative_to(ROOT)}:{node.name}({argument.arg})")
     assert defaulted == []

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retriever import EVERY_PROJECT
 from retriever.library.documents import IngestResult, NewDocument
 from retriever.library.facade import Library
 from retriever.search.embed import Embedder, FairLock
@@ -79,7 +80,7 @@ def test_a_small_ingest_completes_while_a_large_one_is_embedding(gated) -> None:
     embedder.released.set()
     large.join(WAIT_SECONDS)
     assert large_outcome[0][0].created
-    assert library.index.ids() == library.store.chunk_ids()
+    assert library.index.ids() == library.store.chunk_ids(project=EVERY_PROJECT)
     assert (
         library.search("How tall is the Eiffel Tower?", top_k=1, tenant=DEFAULT)[0].document_id
         == "tower"
@@ -100,7 +101,7 @@ def test_content_deleted_while_a_duplicate_is_prepared_is_stored_again(gated) ->
     assert copy.num_chunks == 1
     hit = library.search("Which gas do plants give off?", top_k=1, tenant=DEFAULT)[0]
     assert (hit.document_id, hit.chunk_index) == ("plants-copy", 0)
-    assert library.index.ids() == library.store.chunk_ids()
+    assert library.index.ids() == library.store.chunk_ids(project=EVERY_PROJECT)
 
 
 def test_the_embedder_lock_goes_to_a_waiter_before_its_holder_takes_it_again() -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retriever import EVERY_PROJECT
 from retriever.ingest.chunking import Chunking
 from retriever.library.document_store import DocumentConflict
 from retriever.library.documents import (
@@ -267,7 +268,7 @@ def test_an_ingest_whose_index_file_was_never_written_is_repaired_on_reopen(
         reopened.search("How tall is the Eiffel Tower?", top_k=1, tenant=DEFAULT)[0].document_id
         == "tower"
     )
-    assert reopened.index.ids() == reopened.store.chunk_ids()
+    assert reopened.index.ids() == reopened.store.chunk_ids(project=EVERY_PROJECT)
 
 
 def test_a_delete_whose_index_file_was_never_written_is_repaired_on_reopen(
@@ -279,7 +280,7 @@ def test_a_delete_whose_index_file_was_never_written_is_repaired_on_reopen(
     assert library.delete("tower", tenant=DEFAULT) is not None
     library.close()
     reopened = open_library()
-    assert reopened.index.ids() == reopened.store.chunk_ids()
+    assert reopened.index.ids() == reopened.store.chunk_ids(project=EVERY_PROJECT)
     hits = reopened.search("How tall is the Eiffel Tower?", top_k=10, tenant=DEFAULT)
     assert "tower" not in {hit.document_id for hit in hits}
 
@@ -287,7 +288,7 @@ def test_a_delete_whose_index_file_was_never_written_is_repaired_on_reopen(
 def test_lost_or_mismatched_index_is_rebuilt(open_library, embedder):
     library = open_library()
     bread_id = library.ingest(corpus(), tenant=DEFAULT)[2].id
-    chunk_ids = library.store.chunk_ids()
+    chunk_ids = library.store.chunk_ids(project=EVERY_PROJECT)
     library.close()
     (library.data_dir / INDEX_FILE).write_bytes(b"not an index")
     assert open_library().index.ids() == chunk_ids
@@ -318,5 +319,5 @@ def test_concurrent_ingests_and_searches(open_library):
     for thread in threads:
         thread.join()
     assert errors == []
-    assert library.index.ids() == library.store.chunk_ids()
+    assert library.index.ids() == library.store.chunk_ids(project=EVERY_PROJECT)
     assert library.list(tenant=DEFAULT)[1] == 3

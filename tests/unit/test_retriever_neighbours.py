@@ -16,6 +16,7 @@ from engine.contract import Recipe
 from gateway.rag.chunk_context import NeighbourContext
 from gateway.rag.chunked_prompt import chunk_separator
 from gateway.settings import Settings
+from retriever import EVERY_PROJECT
 from retriever.library.facade import Library
 from retriever.search.index import VectorIndex
 from retriever.search.neighbours import (
@@ -58,7 +59,7 @@ def open_library(tmp_path, tokenizer):
 
 
 def chunk_of(library: Library, degrees: int) -> int:
-    (chunk_id,) = library.store.chunk_ids([f"d{degrees}"])
+    (chunk_id,) = library.store.chunk_ids([f"d{degrees}"], project=EVERY_PROJECT)
     return chunk_id
 
 
@@ -82,7 +83,7 @@ def test_a_chunks_context_is_its_nearest_others_most_similar_last(open_library, 
     assert nearest[0][1] == pytest.approx(math.cos(math.radians(10)), abs=1e-5)
     assert context_order(nearest) == [chunk_of(library, 0), chunk_of(library, 40)]
 
-    row = library.store.chunks_for([chunk_of(library, 30)])[0]
+    row = library.store.chunks_for([chunk_of(library, 30)], project=EVERY_PROJECT)[0]
     context = NeighbourContext(library, tokenizer, K).of(row, "default")
     separator = chunk_separator(tokenizer)
     assert [tokenizer.decode(ids) for ids in context] == [
@@ -94,7 +95,7 @@ def test_a_chunks_context_is_its_nearest_others_most_similar_last(open_library, 
 def test_a_lone_chunk_or_one_not_indexed_has_no_context(open_library, tokenizer):
     library = open_library()
     library.ingest([note(10)], tenant=DEFAULT)
-    row = library.store.chunks_for([chunk_of(library, 10)])[0]
+    row = library.store.chunks_for([chunk_of(library, 10)], project=EVERY_PROJECT)[0]
     assert NeighbourContext(library, tokenizer, K).of(row, "default") is None
     assert nearest_chunks(VectorIndex(2), row.id, K) is None
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from engine.contract import BlendStats
 from gateway.rag.kv_status import KVStatusFollower
+from retriever import EVERY_PROJECT
 from retriever.db.postgres import PgDatabase
 from retriever.ingest.chunking import Chunk
 from retriever.library.document_store import DocumentStore
@@ -37,7 +38,7 @@ def test_presence_observed_during_an_outage_is_written_after_it(database_url, po
     async def scenario() -> None:
         follower.observe(stats((), evicted=("key-0",)))
         await follower.apply()
-        assert store.get_document("a").status == "indexed"
+        assert store.get_document("a", project=EVERY_PROJECT).status == "indexed"
         postgres.stop()
         follower.observe(stats(("key-0",)))
         await follower.apply()  # fails, kept
@@ -49,7 +50,7 @@ def test_presence_observed_during_an_outage_is_written_after_it(database_url, po
 
     try:
         asyncio.run(scenario())
-        assert store.get_document("a").status == "cached"
+        assert store.get_document("a", project=EVERY_PROJECT).status == "cached"
     finally:
         store.close()
     messages = [record.getMessage() for record in caplog.records]

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from retriever import EVERY_PROJECT
 from retriever.db.postgres import PgDatabase
 from retriever.ingest.chunking import Chunk
 from retriever.library.document_store import DocumentStore
@@ -76,7 +77,7 @@ def test_a_failed_attach_stores_nothing_and_a_deleted_document_takes_its_file(re
         second.vector_stores.attach(made.id, [Attachment("file-a", {}), Attachment("nope", {})])
     assert first.vector_stores.get(made.id).file_counts.total == 0
     second.vector_stores.attach(made.id, [Attachment("file-a", {})])
-    store.delete_document("a")
+    store.delete_document("a", project=EVERY_PROJECT)
     assert first.files.get("file-a") is None
     assert second.vector_stores.get(made.id).file_counts.total == 0
     assert second.vector_stores.delete(made.id)

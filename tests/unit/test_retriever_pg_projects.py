@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from retriever import EVERY_PROJECT
 from retriever.db.pg_schema import SCHEMA_VERSION
 from retriever.library.documents import NewDocument
 from retriever.library.facade import Library
@@ -122,7 +123,9 @@ def test_a_database_written_before_ids_per_project_keeps_every_projects_ids(repl
     assert new_objects.in_project(tenant("a")).files.get("file-a").document_id == "pump"
     [taken] = upgraded.ingest([NewDocument("pump", "Default's own pump manual.")], tenant=DEFAULT)
     assert (taken.id, taken.created) == ("pump", True)
-    assert upgraded.store.get_document("a/pump").project == "a"  # stored qualified
+    assert (
+        upgraded.store.get_document("a/pump", project=EVERY_PROJECT).project == "a"
+    )  # stored qualified
     with postgres.connect() as connection:
         version = connection.execute("SELECT max(version) FROM library_schema").fetchone()
     assert version == (SCHEMA_VERSION,)

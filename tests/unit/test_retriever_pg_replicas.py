@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from retriever import EVERY_PROJECT
 from retriever.library import changelog
 from retriever.library.documents import NewDocument
 from retriever.library.facade import Library
@@ -67,7 +68,7 @@ def test_ingest_on_one_replica_is_retrievable_on_the_other(replicas, kind):
     assert found(a, "How tall is the Eiffel Tower?") == {"tower"}  # read-your-writes
     eventually(lambda: found(b, "How tall is the Eiffel Tower?") == {"tower"})
     assert b.get("bread", tenant=DEFAULT).status == "indexed"
-    assert b.index.ids() == a.index.ids() == a.store.chunk_ids()
+    assert b.index.ids() == a.index.ids() == a.store.chunk_ids(project=EVERY_PROJECT)
 
 
 def test_delete_on_one_replica_is_gone_from_the_other(replicas):
@@ -86,7 +87,7 @@ def test_a_new_replica_starts_from_a_snapshot_without_embedding(replicas):
     a.ingest([NewDocument("tower", TOWER), NewDocument("bread", BREAD)], tenant=DEFAULT)
     a.delete("bread", tenant=DEFAULT)
     late = replicas("late", "hnsw")
-    assert late.index.ids() == a.store.chunk_ids()
+    assert late.index.ids() == a.store.chunk_ids(project=EVERY_PROJECT)
     assert found(late, "Eiffel Tower") == {"tower"}
 
 
@@ -125,7 +126,7 @@ def test_a_replica_catches_up_after_the_database_restarts(replicas, postgres, ca
     a.ingest([NewDocument("plants", PLANTS)], tenant=DEFAULT)
     eventually(lambda: found(b, "photosynthesis oxygen") == {"plants"})
     assert b.get("bread", tenant=DEFAULT) is None
-    assert b.index.ids() == a.store.chunk_ids()
+    assert b.index.ids() == a.store.chunk_ids(project=EVERY_PROJECT)
     paused = [r for r in caplog.records if "paused" in r.getMessage()]
     resumed = [r for r in caplog.records if "resumed" in r.getMessage()]
     assert (len(paused), len(resumed)) == (2, 2)  # once per replica
@@ -141,7 +142,7 @@ def test_a_replica_behind_the_trimmed_log_rebuilds(replicas, postgres):
     with postgres.connect() as connection, connection.transaction():
         assert changelog.trim(connection, older_than=timedelta(0)) == 3
     b.backend.follower.catch_up()
-    assert b.index.ids() == a.store.chunk_ids()
+    assert b.index.ids() == a.store.chunk_ids(project=EVERY_PROJECT)
     assert found(b, "Eiffel Tower") == set()
     assert found(b, "photosynthesis oxygen") == {"plants"}
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from retriever import EVERY_PROJECT
 from retriever.db.postgres import PgDatabase
 from retriever.ingest.chunking import Chunk
 from retriever.library import changelog
@@ -64,7 +65,7 @@ def test_every_write_logs_one_change_with_its_vectors(open_store, postgres):
     store = open_store()
     first = add(store, draft("a", "a"), draft("b", "b", 3))
     add(store, draft("copy", "a"))  # stored already: no change
-    store.delete_document("a")
+    store.delete_document("a", project=EVERY_PROJECT)
     assert [(kind, ids) for _, kind, ids in log(postgres)] == [
         ("add", ["a", "b"]),
         ("delete", ["a"]),
@@ -75,7 +76,7 @@ def test_every_write_logs_one_change_with_its_vectors(open_store, postgres):
         np.stack([stored[i] for i in first[1].chunk_ids]),
         vectors(draft("a", "a"), draft("b", "b", 3))[2:],
     )
-    assert store.get_document("b").status == "indexed"
+    assert store.get_document("b", project=EVERY_PROJECT).status == "indexed"
 
 
 def test_a_follower_never_skips_a_change_committed_late(open_store, postgres):
@@ -97,7 +98,7 @@ def test_a_follower_never_skips_a_change_committed_late(open_store, postgres):
             name = f"w{number}-{round_}"
             add(store, draft(name, name, 1))
             if round_ % 3 == 0:
-                store.delete_document(name)
+                store.delete_document(name, project=EVERY_PROJECT)
 
     follower = threading.Thread(target=follow)
     follower.start()
@@ -117,8 +118,8 @@ def test_a_failed_batch_stores_and_logs_nothing(open_store, postgres):
     add(store, draft("kept", "kept"))
     with pytest.raises(DocumentConflict):
         add(store, draft("new", "new"), draft("kept", "changed"))
-    assert store.get_document("new") is None
-    assert store.list_documents()[1] == 1
+    assert store.get_document("new", project=EVERY_PROJECT) is None
+    assert store.list_documents(project=EVERY_PROJECT)[1] == 1
     assert len(log(postgres)) == 1
 
 
@@ -147,10 +148,10 @@ def test_the_server_dying_mid_batch_leaves_nothing_half_stored(open_store, postg
     assert isinstance(outcome[0], LibraryUnavailable)
     assert str(outcome[0]).startswith("document library unavailable: ")
     with pytest.raises(LibraryUnavailable):
-        store.list_documents()
+        store.list_documents(project=EVERY_PROJECT)
     postgres.start()
-    assert store.list_documents() == ([], 0)
-    assert store.chunk_ids() == set()
+    assert store.list_documents(project=EVERY_PROJECT) == ([], 0)
+    assert store.chunk_ids(project=EVERY_PROJECT) == set()
     assert log(postgres) == []
 
 
@@ -198,12 +199,12 @@ def test_document_status_follows_the_chunk_store(open_store):
     store = open_store()
     chunk_ids = add(store, draft("a", "a", 2))[0].chunk_ids
     store.mark_chunk_cached(chunk_ids[0], "key-0")
-    assert store.get_document("a").status == "indexed"
+    assert store.get_document("a", project=EVERY_PROJECT).status == "indexed"
     store.mark_chunk_cached(chunk_ids[1], "key-1")
-    assert store.get_document("a").status == "cached"
+    assert store.get_document("a", project=EVERY_PROJECT).status == "cached"
     assert store.progress() == ({"cached": 1}, 0)
     assert store.apply_kv_presence([], ["key-1"]) == []
-    assert store.get_document("a").status == "indexed"
+    assert store.get_document("a", project=EVERY_PROJECT).status == "indexed"
     assert store.apply_kv_presence(["key-1"], []) == ["a"]
 
 

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from gateway.http.errors import install_error_handlers
+from retriever import EVERY_PROJECT
 from retriever.db.postgres import PgDatabase
 from retriever.library.document_store import DocumentStore
 from tests.unit import pg_library_parts
@@ -24,7 +25,7 @@ def test_an_outage_is_a_503_until_the_database_is_back(database_url, postgres):
 
     @app.get("/documents")
     async def documents() -> dict[str, int]:
-        return {"total": (await asyncio.to_thread(store.list_documents))[1]}
+        return {"total": (await asyncio.to_thread(store.list_documents, project=EVERY_PROJECT))[1]}
 
     try:
         with TestClient(app) as client:

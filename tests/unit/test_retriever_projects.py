@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from retriever import EVERY_PROJECT
 from retriever.db.sqlite_schema import _MIGRATIONS, _SCHEMA
 from retriever.library.documents import NewDocument
 from retriever.library.facade import STORE_FILE, Library
@@ -126,7 +127,9 @@ def test_a_library_written_before_ids_per_project_keeps_every_projects_ids(tmp_p
             [NewDocument("pump", "Default's own pump manual.")], tenant=DEFAULT
         )
         assert (taken.id, taken.created) == ("pump", True)
-        assert library.store.get_document("a/pump").project == "a"  # stored qualified
+        assert (
+            library.store.get_document("a/pump", project=EVERY_PROJECT).project == "a"
+        )  # stored qualified
     finally:
         objects.close()
         library.close()

@@ -4,6 +4,7 @@ import sqlite3
 
 import pytest
 
+from retriever import EVERY_PROJECT
 from retriever.db.sqlite_schema import _SCHEMA, SCHEMA_VERSION
 from retriever.ingest.chunking import Chunk
 from retriever.library.document_store import DocumentConflict, DocumentStore
@@ -36,11 +37,11 @@ def test_added_document_reads_back(store):
     draft = DocumentDraft("manual", "hash-a", metadata, 9, chunks("one", "two"), DEFAULT_PROJECT)
     inserted = store.add_documents([draft])[0]
     assert inserted.created
-    document = store.get_document("manual")
+    document = store.get_document("manual", project=EVERY_PROJECT)
     assert document == inserted.document
     assert (document.status, document.num_chunks, document.num_chars) == ("pending", 2, 9)
     assert document.metadata == {"title": "Manual", "tags": ["x"]}
-    rows = store.chunks_for(inserted.chunk_ids)
+    rows = store.chunks_for(inserted.chunk_ids, project=EVERY_PROJECT)
     assert [(row.chunk_index, row.text, row.kv_cached) for row in rows] == [
         (0, "one", False),
         (1, "two", False),
@@ -61,15 +62,15 @@ def test_same_content_is_stored_once(store):
         ("a", False, []),
         ("a", False, []),
     ]
-    assert store.list_documents()[1] == 1
-    assert store.chunk_ids() == set(original.chunk_ids)
+    assert store.list_documents(project=EVERY_PROJECT)[1] == 1
+    assert store.chunk_ids(project=EVERY_PROJECT) == set(original.chunk_ids)
 
 
 def test_same_id_with_different_content_conflicts(store):
     store.add_documents([draft("a", "first", "x")])
     with pytest.raises(DocumentConflict, match="'a' already exists"):
         store.add_documents([draft("a", "second", "y")])
-    assert store.get_document("a").content_hash == "hash-first"
+    assert store.get_document("a", project=EVERY_PROJECT).content_hash == "hash-first"
 
 
 def test_a_failing_batch_stores_nothing(store):
@@ -79,30 +80,30 @@ def test_a_failing_batch_stores_nothing(store):
         store.add_documents([draft("good", "good", "g1", "g2"), bad])
     with pytest.raises(DocumentConflict):
         store.add_documents([draft("good", "good", "g1"), draft("kept", "changed", "c")])
-    assert [d.id for d in store.list_documents()[0]] == ["kept"]
-    assert len(store.chunk_ids()) == 1
+    assert [d.id for d in store.list_documents(project=EVERY_PROJECT)[0]] == ["kept"]
+    assert len(store.chunk_ids(project=EVERY_PROJECT)) == 1
 
 
 def test_list_documents_pages_in_insertion_order(store):
     store.add_documents([draft(f"d{n}", str(n), "t") for n in range(5)])
-    page, total = store.list_documents(offset=1, limit=2)
+    page, total = store.list_documents(offset=1, limit=2, project=EVERY_PROJECT)
     assert ([d.id for d in page], total) == (["d1", "d2"], 5)
 
 
 def test_delete_returns_the_removed_chunks(store):
     inserted = store.add_documents([draft("a", "a", "x", "y"), draft("b", "b", "z")])
-    removed = store.delete_document("a")
+    removed = store.delete_document("a", project=EVERY_PROJECT)
     assert [row.id for row in removed] == inserted[0].chunk_ids
     assert removed[0].token_ids == [0, 100, 70_000]
-    assert store.get_document("a") is None
-    assert store.chunk_ids() == set(inserted[1].chunk_ids)
-    assert store.delete_document("a") is None
+    assert store.get_document("a", project=EVERY_PROJECT) is None
+    assert store.chunk_ids(project=EVERY_PROJECT) == set(inserted[1].chunk_ids)
+    assert store.delete_document("a", project=EVERY_PROJECT) is None
     assert store.add_documents([draft("a2", "a", "x")])[0].created
 
 
 def test_chunk_ids_are_never_reused(store):
     first = store.add_documents([draft("a", "a", "x", "y")])[0]
-    store.delete_document("a")
+    store.delete_document("a", project=EVERY_PROJECT)
     second = store.add_documents([draft("b", "b", "z")])[0]
     assert min(second.chunk_ids) > max(first.chunk_ids)
 
@@ -110,8 +111,8 @@ def test_chunk_ids_are_never_reused(store):
 def test_chunks_for_keeps_the_requested_order(store):
     ids = store.add_documents([draft("a", "a", "x", "y", "z")])[0].chunk_ids
     wanted = [ids[2], 999, ids[0]]
-    assert [row.text for row in store.chunks_for(wanted)] == ["z", "x"]
-    assert store.chunk_ids(["a", "missing"]) == set(ids)
+    assert [row.text for row in store.chunks_for(wanted, project=EVERY_PROJECT)] == ["z", "x"]
+    assert store.chunk_ids(["a", "missing"], project=EVERY_PROJECT) == set(ids)
 
 
 def test_status_and_kv_bookkeeping(store):
@@ -132,11 +133,12 @@ def test_status_and_kv_bookkeeping(store):
     assert [row.text for row in store.pending_chunks_of("a")] == ["y"]
     assert store.mark_chunk_cached(ids[1], "k1")
     assert store.pending_chunks_of("a") == []
-    assert store.get_document("a").status == "cached"  # its last chunk is stored
+    # its last chunk is stored:
+    assert store.get_document("a", project=EVERY_PROJECT).status == "cached"
 
 
 def _status(store: DocumentStore, doc_id: str) -> str:
-    return store.get_document(doc_id).status
+    return store.get_document(doc_id, project=EVERY_PROJECT).status
 
 
 def test_document_status_follows_the_chunk_store(store):
@@ -190,8 +192,8 @@ def test_reopening_keeps_everything(tmp_path):
     ids = first.add_documents([draft("a", "a", "x")])[0].chunk_ids
     first.close()
     reopened = DocumentStore(path)
-    assert reopened.get_document("a").metadata == {"title": "a"}
-    assert [row.text for row in reopened.chunks_for(ids)] == ["x"]
+    assert reopened.get_document("a", project=EVERY_PROJECT).metadata == {"title": "a"}
+    assert [row.text for row in reopened.chunks_for(ids, project=EVERY_PROJECT)] == ["x"]
     reopened.close()
 
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from retriever import EVERY_PROJECT
 from retriever.db.sqlite_schema import _MIGRATIONS, _SCHEMA
 from retriever.ingest.chunking import Chunk
 from retriever.library.document_store import DocumentStore
@@ -96,7 +97,7 @@ def test_deleting_a_document_removes_its_files_from_every_store(library):
     add_document(store, "a")
     add_file(objects, "file-a", "a")
     vector_store = objects.vector_stores.create("docs", None, {}, None, [Attachment("file-a", {})])
-    store.delete_document("a")
+    store.delete_document("a", project=EVERY_PROJECT)
     assert objects.files.get("file-a") is None
     assert objects.vector_stores.get(vector_store.id).file_counts.total == 0
 
@@ -115,7 +116,7 @@ def test_a_version_2_library_is_upgraded_with_its_documents_kept(tmp_path):
     assert objects.files.get("file-a").document_id == "a"
     objects.close()
     store = DocumentStore(path)
-    assert store.get_document("a").status == "cached"
+    assert store.get_document("a", project=EVERY_PROJECT).status == "cached"
     store.close()
 
 
