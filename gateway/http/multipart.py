@@ -46,17 +46,11 @@ class MalformedUpload(ValueError):
     """The body is not well-formed multipart/form-data (HTTP 400)."""
 
 
-async def read_multipart(
-    content_type: str, body: AsyncIterator[bytes], limits: UploadLimits
-) -> list[UploadedFile]:
-    """The uploaded files of a multipart body, in order; raises as soon as a limit is passed."""
-    return (await read_multipart_form(content_type, body, limits)).files
-
-
 async def read_multipart_form(
     content_type: str, body: AsyncIterator[bytes], limits: UploadLimits
 ) -> UploadForm:
-    """The uploaded files, in order, and the plain fields of a multipart body."""
+    """The uploaded files, in order, and the plain fields of a multipart body; raises as soon as
+    a limit is passed."""
     boundary = parse_options_header(content_type)[1].get(b"boundary")
     if not boundary:
         raise MalformedUpload("multipart/form-data needs a boundary in its Content-Type")

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.http.errors import APIError
-from gateway.http.upload_text import upload_text
+from gateway.http.upload_text import upload_form, upload_text
 from gateway.openai.chunking_strategy import requested_chunking, strategy_object
 from gateway.settings import Settings
 from gateway.state import LibraryState, RequestTenant, authorized
@@ -73,25 +73,9 @@ async def _read_documents(request: Request, settings: Settings, default: Any) ->
 async def _read_uploads(
     request: Request, content_type: str, settings: Settings, default: Any
 ) -> list[Any]:
-    from gateway.http.multipart import (
-        MalformedUpload,
-        UploadLimits,
-        UploadTooLarge,
-        read_multipart_form,
-    )
     from retriever import NewDocument
 
-    limits = UploadLimits(
-        max_file_bytes=settings.max_document_bytes,
-        max_files=settings.max_documents_per_request,
-        max_total_bytes=settings.max_ingest_request_bytes,
-    )
-    try:
-        form = await read_multipart_form(content_type, request.stream(), limits)
-    except UploadTooLarge as exc:
-        raise APIError(413, str(exc), param="file") from exc
-    except MalformedUpload as exc:
-        raise APIError(400, str(exc), param="file") from exc
+    form = await upload_form(request, content_type, settings, settings.max_documents_per_request)
     if not form.files:
         raise APIError(400, "Upload at least one file in a 'file' field.", param="file")
     chunking = requested_chunking(_form_strategy(form.fields), default)

@@ -16,14 +16,8 @@ from fastapi.responses import Response
 from openai.types import FilePurpose
 
 from gateway.http.errors import APIError
-from gateway.http.multipart import (
-    MalformedUpload,
-    UploadedFile,
-    UploadLimits,
-    UploadTooLarge,
-    read_multipart_form,
-)
-from gateway.http.upload_text import upload_text
+from gateway.http.multipart import UploadedFile
+from gateway.http.upload_text import upload_form, upload_text
 from gateway.openai.objects import deleted, file_object
 from gateway.openai.pagination import FilePage, cursor_error, list_body
 from gateway.openai.validation import parse_params
@@ -51,18 +45,7 @@ async def _read_upload(request: Request, state: AppState) -> tuple[UploadedFile,
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
         raise APIError(400, "Upload as multipart/form-data with 'file' and 'purpose' fields.")
-    settings = state.settings
-    limits = UploadLimits(
-        max_file_bytes=settings.max_document_bytes,
-        max_files=1,
-        max_total_bytes=settings.max_ingest_request_bytes,
-    )
-    try:
-        form = await read_multipart_form(content_type, request.stream(), limits)
-    except UploadTooLarge as exc:
-        raise APIError(413, str(exc), param="file") from exc
-    except MalformedUpload as exc:
-        raise APIError(400, str(exc), param="file") from exc
+    form = await upload_form(request, content_type, state.settings, max_files=1)
     if "purpose" not in form.fields:
         raise APIError(400, "Missing required parameter: 'purpose'.", param="purpose")
     purpose = parse_params(FilePurpose, form.fields["purpose"], "purpose")

@@ -12,7 +12,6 @@ from gateway.http.multipart import (
     UploadedFile,
     UploadLimits,
     UploadTooLarge,
-    read_multipart,
     read_multipart_form,
 )
 
@@ -52,7 +51,7 @@ async def test_files_come_back_in_order_and_plain_fields_are_dropped() -> None:
         _part("purpose", b"assistants"),
         _part("file", b"<p>hi</p>", "page.html"),
     )
-    files = await read_multipart(CONTENT_TYPE, Sender(body, 7).stream(), ROOMY)
+    files = (await read_multipart_form(CONTENT_TYPE, Sender(body, 7).stream(), ROOMY)).files
     assert files == [
         UploadedFile("notes.txt", "text/plain", "Grüße\r\n\r\n--not a boundary".encode()),
         UploadedFile("page.html", None, b"<p>hi</p>"),
@@ -63,7 +62,7 @@ async def test_a_file_over_its_limit_is_refused_before_the_rest_is_read() -> Non
     limits = UploadLimits(max_file_bytes=5_000, max_files=8, max_total_bytes=10_000_000)
     sender = Sender(_body(_part("file", b"x" * 1_000_000, "big.txt")))
     with pytest.raises(UploadTooLarge, match=r"File 'big\.txt' is larger than the limit of 5000"):
-        await read_multipart(CONTENT_TYPE, sender.stream(), limits)
+        await read_multipart_form(CONTENT_TYPE, sender.stream(), limits)
     assert sender.taken <= 7  # 5 kB in 1 kB pieces, plus the headers: not the whole megabyte
 
 
@@ -72,7 +71,7 @@ async def test_too_many_files_are_refused_at_the_first_extra_header() -> None:
     parts = [_part("file", b"y" * 900, f"f{index}.txt") for index in range(50)]
     sender = Sender(_body(*parts))
     with pytest.raises(UploadTooLarge, match="more than 2 files"):
-        await read_multipart(CONTENT_TYPE, sender.stream(), limits)
+        await read_multipart_form(CONTENT_TYPE, sender.stream(), limits)
     assert sender.taken < len(sender.pieces) // 10
 
 
@@ -81,17 +80,19 @@ async def test_the_whole_body_has_a_limit_too() -> None:
     parts = [_part("file", b"z" * 4_000, f"f{index}.txt") for index in range(20)]
     sender = Sender(_body(*parts))
     with pytest.raises(UploadTooLarge, match="larger than the limit of 20000 bytes"):
-        await read_multipart(CONTENT_TYPE, sender.stream(), limits)
+        await read_multipart_form(CONTENT_TYPE, sender.stream(), limits)
     assert sender.taken <= 21
 
 
 async def test_plain_fields_count_toward_the_body() -> None:
     limits = UploadLimits(max_file_bytes=10, max_files=1, max_total_bytes=50_000)
     body = _body(_part("notes", b"n" * 20_000), _part("file", b"tiny", "a.md"))
-    files = await read_multipart(CONTENT_TYPE, Sender(body).stream(), limits)
+    files = (await read_multipart_form(CONTENT_TYPE, Sender(body).stream(), limits)).files
     assert files == [UploadedFile("a.md", None, b"tiny")]
     with pytest.raises(UploadTooLarge):
-        await read_multipart(CONTENT_TYPE, Sender(_part("notes", b"n" * 60_000)).stream(), limits)
+        await read_multipart_form(
+            CONTENT_TYPE, Sender(_part("notes", b"n" * 60_000)).stream(), limits
+        )
 
 
 @pytest.mark.parametrize(
@@ -104,7 +105,7 @@ async def test_plain_fields_count_toward_the_body() -> None:
 )
 async def test_malformed_bodies_are_refused(content_type: str, body: bytes, message: str) -> None:
     with pytest.raises(MalformedUpload, match=message):
-        await read_multipart(content_type, Sender(body).stream(), ROOMY)
+        await read_multipart_form(content_type, Sender(body).stream(), ROOMY)
 
 
 async def test_plain_fields_are_read_as_text_up_to_their_own_limit() -> None:
