@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import secrets
 import statistics
 import sys
@@ -33,7 +32,7 @@ from typing import Any
 from load_tests.bench_parts import add_part_arguments, run_part, write_part
 from load_tests.bench_tiers import ALL_MODES, PHASES, TierPhase, measure_disk, measure_redis
 from load_tests.eval.strategies import ModeSpec, parse_mode_spec
-from load_tests.report import output_path, scratch
+from load_tests.report import output_path, scratch, write_json
 
 MODES = ALL_MODES
 """The modes timed by default."""
@@ -236,7 +235,6 @@ def main() -> int:
     for phase, entries in stored.items():
         print(f"{phase}: {entries['entries']} entries, {entries['bytes_per_token']} bytes/token")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     hidden = {"phase", "phase_output"}
     settings = {key: value for key, value in vars(args).items() if key not in hidden}
     document = {
@@ -245,7 +243,7 @@ def main() -> int:
         "stored": stored,
         "store": {phase: result["store"] for phase, result in results.items()},
     }
-    output_path(out, ".json").write_text(json.dumps(document, indent=2))
+    write_json(output_path(out, ".json"), document)
     plot_ttft(
         rows, output_path(out, ".png"), title=f"{args.model}, {args.chunks}x{args.chunk_tokens}"
     )

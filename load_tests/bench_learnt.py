@@ -33,7 +33,6 @@ and speed-ups over ``full`` and writes a JSON file.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -50,7 +49,7 @@ from load_tests.replica_launcher import (
     bench_environment,
     running_replicas,
 )
-from load_tests.report import format_grid, output_path, scratch
+from load_tests.report import format_grid, output_path, scratch, write_json
 from load_tests.stats import ttft_trials
 
 MODES = ("cold", "exact", "learnt", "library", "full")
@@ -213,9 +212,8 @@ def main() -> int:
     ]
     print(format_grid(header, table))
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     document = {"settings": vars(args), "rows": rows, "trials": trials}
-    output_path(out, ".json").write_text(json.dumps(document, indent=2))
+    write_json(output_path(out, ".json"), document)
     return 0
 
 

@@ -26,7 +26,6 @@ writes a JSON file. Expected: ``other_cached`` about ``cold``, ``sharer_cached``
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from load_tests.replica_launcher import (
     bench_environment,
     running_replicas,
 )
-from load_tests.report import format_grid, output_path, scratch
+from load_tests.report import format_grid, output_path, scratch, write_json
 from load_tests.stats import ttft_trials
 
 STEPS = ("cold", "other_cached", "own_hit", "cold_shared", "sharer_cached")
@@ -157,9 +156,8 @@ def main() -> int:
     ]
     print(format_grid(header, table))
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     document = {"settings": vars(args), "rows": rows, "trials": trials}
-    output_path(out, ".json").write_text(json.dumps(document, indent=2))
+    write_json(output_path(out, ".json"), document)
     return 0
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from load_tests.bench_parts import add_part_arguments, run_part, write_part
-from load_tests.report import output_path, scratch
+from load_tests.report import output_path, scratch, write_json
 
 TIERS = ("disk", "redis")
 TOO_SMALL_FOR_A_CHUNK = 1 << 20
@@ -217,8 +217,7 @@ def main() -> int:
         "store": {tier: result["store"] for tier, result in results.items()},
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    output_path(out, ".json").write_text(json.dumps(document, indent=2))
+    write_json(output_path(out, ".json"), document)
     return 0
 
 
