@@ -16,7 +16,10 @@ class ChunkCacheSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGBLEND_", extra="ignore")
 
     chunk_cache_memory_gib: float = Field(
-        2.0, gt=0, description="Memory tier of the chunk KV store, in GiB."
+        2.0,
+        gt=0,
+        description="Memory tier of the chunk KV store, in GiB (page-locked when serving on a "
+        "CUDA GPU, so chunk KV is copied to it asynchronously).",
     )
     chunk_cache_disk_gib: float = Field(
         20.0, gt=0, description="Disk tier of the chunk KV store (under the data dir), in GiB."

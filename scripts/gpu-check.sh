@@ -16,7 +16,8 @@ failed=""  # a failing part does not stop the others: the GPU time is used for a
 
 if "$PYTHON" -c 'import pytest' 2>/dev/null; then
     "$PYTHON" -m pytest -q -p no:cacheprovider -o addopts= \
-        tests/unit/test_blend_on_cuda.py tests/unit/test_blend_placed.py 2>&1 | tee "$OUT/tests.txt" \
+        tests/unit/test_blend_on_cuda.py tests/unit/test_blend_placed.py \
+        tests/unit/test_kvstore_memory.py 2>&1 | tee "$OUT/tests.txt" \
         || failed="$failed tests"
 else
     echo "pytest is not installed: the CUDA unit tests are skipped" | tee "$OUT/tests.txt"

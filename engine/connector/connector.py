@@ -53,7 +53,8 @@ class RagblendConnector(KVConnectorBase_V1):
             lookup = ChunkLookupClient(channel) if channel else None
             self._scheduler = BlendScheduler(vllm_config.cache_config.block_size, lookup)
         else:
-            self._worker = BlendWorker(settings, vllm_config.cache_config.block_size)
+            on_cuda = vllm_config.device_config.device_type == "cuda"
+            self._worker = BlendWorker(settings, vllm_config.cache_config.block_size, on_cuda)
 
     # Worker side
 

@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 class BlendWorker:
     """In the model runner's process, its thread, between steps (``_stored``: lookups' thread)."""
 
-    def __init__(self, settings: BlendSettings, block_size: int) -> None:
+    def __init__(self, settings: BlendSettings, block_size: int, on_cuda: bool = False) -> None:
+        """``on_cuda``: the model runs on a CUDA GPU, where the memory tier keeps chunk KV in
+        pinned memory."""
         self.settings = settings
         self.block_size = block_size
         self.ranks = ranks = RankGroup.of_this_worker()
@@ -58,6 +60,7 @@ class BlendWorker:
             redis_url=settings.redis_url or None,
             redis_timeout_s=settings.redis_timeout_s,
             layer_format=LayerFormat[settings.slow_tier_format.upper()],
+            pinned=on_cuda,
         )
         self.decoder: VllmDecoder | None = None
         self.fingerprint = ""

@@ -27,7 +27,6 @@ from enum import IntEnum
 
 import numpy as np
 import torch
-import zstandard
 from torch import Tensor
 
 _LEVELS = 127.0
@@ -74,6 +73,8 @@ def _symmetric_int8(tensor: Tensor, reduce_dims: tuple[int, ...]) -> tuple[Tenso
 
 def _byte_planes(keys: Tensor, values: Tensor) -> list[np.ndarray]:
     """[low planes as they are, zstd frame of the top plane in channel-major order]."""
+    import zstandard  # here, not above: raw entries and the memory tier need torch alone
+
     tokens, heads, dim = keys.shape
     size = keys.dtype.itemsize
     both = torch.stack((keys, values)).view(torch.uint8).numpy()
@@ -87,6 +88,8 @@ def _byte_planes(keys: Tensor, values: Tensor) -> list[np.ndarray]:
 def _joined_planes(raw: bytearray, dtype: torch.dtype, tokens: int, heads: int, dim: int) -> Tensor:
     """K and V stacked, [2, tokens, heads, dim], from `_byte_planes`' bytes; ValueError if the
     frame does not decode to exactly one top plane."""
+    import zstandard
+
     size, channels = dtype.itemsize, heads * dim
     low_nbytes = 2 * tokens * channels * (size - 1)
     top_nbytes = 2 * tokens * channels

@@ -1,8 +1,17 @@
-"""In-process memory tier: a byte-bounded LRU cache of chunk KV entries."""
+"""In-process memory tier: a byte-bounded LRU cache of chunk KV entries.
+
+Serving on a CUDA GPU it keeps them in page-locked (pinned) host memory: a blend copies each
+layer of its chunks to the GPU without the host waiting (`engine.blend.stream`), and only a
+pinned source lets that copy run asynchronously in place; from pageable memory every layer of
+every read would first be copied into a pinned buffer on the host, in the blend's layer loop.
+An entry is pinned once, when it is stored, rather than at each of its reads.
+"""
 
 from __future__ import annotations
 
 import threading
+
+import torch
 
 from engine.kvstore.base import KVTier
 from engine.kvstore.counters import Counters
@@ -16,10 +25,14 @@ class MemoryTier(KVTier):
 
     `get` refreshes an entry's recency; `put` evicts least recently used entries until the new
     one fits. An entry larger than the whole capacity is declined (counted as "declined").
+    With `pinned` (needs CUDA) `put` keeps a pinned copy of an entry that is not pinned already.
     """
 
-    def __init__(self, capacity_bytes: int, name: str = "memory") -> None:
+    def __init__(self, capacity_bytes: int, name: str = "memory", pinned: bool = False) -> None:
+        if pinned and not torch.cuda.is_available():
+            raise ValueError("a pinned memory tier needs CUDA: page-locked memory is CUDA's")
         self.name = name
+        self.pinned = pinned
         self._lru: LruBytes[ChunkKey] = LruBytes(capacity_bytes)
         self._entries: dict[ChunkKey, ChunkKV] = {}
         self._lock = threading.Lock()
@@ -37,6 +50,8 @@ class MemoryTier(KVTier):
         if not self._lru.fits(entry.nbytes):
             self._counters.add("declined")
             return
+        if self.pinned:
+            entry = _pinned(entry)
         with self._lock:
             self._lru.remove(key)
             evicted = self._lru.evict_for(entry.nbytes)
@@ -69,3 +84,10 @@ class MemoryTier(KVTier):
         with self._lock:
             sizes = {"bytes": self._lru.used_bytes, "entries": len(self._entries)}
         return self._counters.snapshot() | sizes
+
+
+def _pinned(entry: ChunkKV) -> ChunkKV:
+    """``entry`` in page-locked memory: itself when it is there already."""
+    if entry.keys.is_pinned() and entry.values.is_pinned():
+        return entry
+    return ChunkKV(entry.keys.pin_memory(), entry.values.pin_memory(), entry.token_ids)

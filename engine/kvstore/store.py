@@ -66,10 +66,12 @@ class ChunkKVStore:
         redis_url: str | None = None,
         redis_timeout_s: float = 0.5,
         layer_format: LayerFormat = LayerFormat.RAW,
+        pinned: bool = False,
         **options: int,
     ) -> ChunkKVStore:
-        """A memory tier of `memory_bytes`, then a disk tier when `disk_dir` is given, then a
-        Redis tier when `redis_url` is given.
+        """A memory tier of `memory_bytes` (in pinned memory with `pinned`: a CUDA engine's
+        store), then a disk tier when `disk_dir` is given, then a Redis tier when `redis_url`
+        is given.
 
         The slower tiers sign and verify their entries with `secret` (`load_or_create_secret`,
         or the secret shared by every server using the same Redis), required with either, and
@@ -83,7 +85,7 @@ class ChunkKVStore:
         if redis_url and secret is not None:
             redis = RedisTier(redis_url, secret, redis_timeout_s, layer_format=layer_format)
             backing.append(redis)
-        return cls(MemoryTier(memory_bytes), *backing, **options)
+        return cls(MemoryTier(memory_bytes, pinned=pinned), *backing, **options)
 
     @property
     def _tiers(self) -> list[KVTier]:

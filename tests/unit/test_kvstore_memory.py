@@ -8,6 +8,7 @@ import torch
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.keys import ChunkKey
 from engine.kvstore.memory import MemoryTier
+from engine.kvstore.store import ChunkKVStore
 
 
 def make_entry(seed: int, tokens: int = 4) -> ChunkKV:
@@ -143,3 +144,25 @@ def test_concurrent_puts_and_gets_stay_consistent() -> None:
 def test_capacity_must_be_positive(capacity: int) -> None:
     with pytest.raises(ValueError):
         MemoryTier(capacity)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU can pin memory")
+def test_a_pinned_tier_without_cuda_is_refused_when_made() -> None:
+    with pytest.raises(ValueError, match="needs CUDA"):
+        MemoryTier(10 * ENTRY_BYTES, pinned=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_pinned_tier_hands_out_page_locked_layers_a_gpu_copies_in_place() -> None:
+    tier = ChunkKVStore.create(10 * ENTRY_BYTES, pinned=True).memory
+    entry = make_entry(3)
+    tier.put(key_of(entry), entry)
+    with tier.load_layers(key_of(entry)) as stream:
+        layers = list(stream)
+    for index, k, v in layers:
+        assert k.is_pinned() and v.is_pinned()
+        assert torch.equal(k, entry.keys[index]) and torch.equal(v, entry.values[index])
+    pinned = ChunkKV(entry.keys.pin_memory(), entry.values.pin_memory(), [9, 8, 7, 6])
+    tier.put(key_of(pinned), pinned)
+    assert tier.get(key_of(pinned)) is pinned  # pinned already: kept, not copied again
+    assert tier.stats()["bytes"] == 2 * ENTRY_BYTES
