@@ -13,6 +13,7 @@ app when the signal arrives and holds uvicorn's own stop for the drain.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncGenerator
 from types import FrameType
@@ -133,6 +134,14 @@ class GracefulServer(uvicorn.Server):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.draining = False
         self.end_of_drain: asyncio.TimerHandle | None = None
+
+    def run(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
+        """uvicorn's run, ending quietly after Ctrl-C. Once stopped gracefully uvicorn raises the
+        signal that stopped it again, for its default action: for SIGTERM the process ends by the
+        signal, as a supervisor expects; for SIGINT it is a KeyboardInterrupt, which `uvicorn.run`
+        swallows and a bare `Server.run` lets end the program in a traceback."""
+        with contextlib.suppress(KeyboardInterrupt):
+            super().run(sockets)
 
     async def serve(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
         self.loop = asyncio.get_running_loop()

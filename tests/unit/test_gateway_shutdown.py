@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 from vllm import SamplingParams
@@ -146,6 +150,30 @@ async def test_a_second_signal_ends_the_drain_at_once() -> None:
     server.handle_exit(signal.SIGINT, None)
     assert server.should_exit and not server.force_exit
     assert server.end_of_drain is not None and server.end_of_drain.cancelled()
+
+
+def test_ctrl_c_stops_the_server_quietly_with_status_zero() -> None:
+    """uvicorn raises the signal that stopped it again once it has; for Ctrl-C that is a
+    KeyboardInterrupt, which must not end ``ragblend serve`` in a traceback and a failure."""
+    port = free_port()
+    command = [sys.executable, "-m", "tests.unit.graceful_server_main", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/").text == "ok":
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("the server never answered")
+        process.send_signal(signal.SIGINT)
+        _, errors = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert "Finished server process" in errors  # stopped by its own graceful path
+    assert "Traceback" not in errors and "KeyboardInterrupt" not in errors
+    assert process.returncode == 0
 
 
 async def test_responses_say_connection_close_once_the_shutdown_began() -> None:
