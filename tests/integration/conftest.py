@@ -140,6 +140,9 @@ def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> I
         "RAGBLEND_MAX_DOCUMENT_BYTES": str(MAX_DOCUMENT_BYTES),
         # Too small to hold any chunk: every cached chunk is read back from the disk tier.
         "RAGBLEND_CHUNK_CACHE_MEMORY_GIB": "0.0001",
+        # A stop drains kept-alive connections for half of this (4 s at the default 8 s) before
+        # the engine stops; the drain is tested in test_shutdown.py and test_gateway_shutdown.py.
+        "RAGBLEND_SHUTDOWN_TIMEOUT": os.environ.get("RAGBLEND_SHUTDOWN_TIMEOUT", "2"),
         **(extra_env or {}),
     }
     command = [sys.executable, "-m", "gateway.cli.main", "serve", "--port", str(port)]
