@@ -4,7 +4,9 @@ Serving on a CUDA GPU it keeps them in page-locked (pinned) host memory: a blend
 layer of its chunks to the GPU without the host waiting (`engine.blend.stream`), and only a
 pinned source lets that copy run asynchronously in place; from pageable memory every layer of
 every read would first be copied into a pinned buffer on the host, in the blend's layer loop.
-An entry is pinned once, when it is stored, rather than at each of its reads.
+An entry is pinned once, when it is stored, rather than at each of its reads. Torch's pinned
+allocator hands out blocks of a power of two bytes, so a pinned entry is charged what its blocks
+take, not its tensors' bytes: the capacity bounds the page-locked memory the entries hold.
 """
 
 from __future__ import annotations
@@ -47,17 +49,18 @@ class MemoryTier(KVTier):
         return entry
 
     def put(self, key: ChunkKey, entry: ChunkKV) -> None:
-        if not self._lru.fits(entry.nbytes):
+        charge = pinned_nbytes(entry) if self.pinned else entry.nbytes
+        if not self._lru.fits(charge):
             self._counters.add("declined")
             return
         if self.pinned:
             entry = _pinned(entry)
         with self._lock:
             self._lru.remove(key)
-            evicted = self._lru.evict_for(entry.nbytes)
+            evicted = self._lru.evict_for(charge)
             for victim in evicted:
                 del self._entries[victim]
-            self._lru.add(key, entry.nbytes)
+            self._lru.add(key, charge)
             self._entries[key] = entry
         self._counters.add("puts")
         self._counters.add("evictions", len(evicted))
@@ -84,6 +87,13 @@ class MemoryTier(KVTier):
         with self._lock:
             sizes = {"bytes": self._lru.used_bytes, "entries": len(self._entries)}
         return self._counters.snapshot() | sizes
+
+
+def pinned_nbytes(entry: ChunkKV) -> int:
+    """Bytes of the pinned blocks holding ``entry``'s keys and values: each rounded up to a power
+    of two, as torch's caching host allocator sizes them."""
+    size = entry.nbytes // 2
+    return 2 * (1 << (size - 1).bit_length())
 
 
 def _pinned(entry: ChunkKV) -> ChunkKV:

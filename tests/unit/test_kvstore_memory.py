@@ -7,7 +7,7 @@ import torch
 
 from engine.kvstore.entry import ChunkKV
 from engine.kvstore.keys import ChunkKey
-from engine.kvstore.memory import MemoryTier
+from engine.kvstore.memory import MemoryTier, pinned_nbytes
 from engine.kvstore.store import ChunkKVStore
 
 
@@ -165,4 +165,15 @@ def test_a_pinned_tier_hands_out_page_locked_layers_a_gpu_copies_in_place() -> N
     pinned = ChunkKV(entry.keys.pin_memory(), entry.values.pin_memory(), [9, 8, 7, 6])
     tier.put(key_of(pinned), pinned)
     assert tier.get(key_of(pinned)) is pinned  # pinned already: kept, not copied again
-    assert tier.stats()["bytes"] == 2 * ENTRY_BYTES
+    odd = make_entry(4, tokens=5)
+    tier.put(key_of(odd), odd)
+    assert (
+        tier.stats()["bytes"] == 2 * ENTRY_BYTES + pinned_nbytes(odd) > 2 * ENTRY_BYTES + odd.nbytes
+    )
+
+
+def test_a_pinned_entry_is_charged_its_power_of_two_blocks() -> None:
+    exact = make_entry(0)  # 256 bytes of keys, 256 of values
+    assert pinned_nbytes(exact) == exact.nbytes == 512
+    odd = make_entry(1, tokens=5)  # 320 bytes each, in blocks of 512
+    assert pinned_nbytes(odd) == 2 * 512
