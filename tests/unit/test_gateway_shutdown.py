@@ -35,6 +35,7 @@ from gateway.serve.respond import DONE, PreparedRequest, _events, served_error
 from gateway.settings import Settings
 from retriever import Tenant
 from tests.redis_server import free_port
+from tests.unit.graceful_server_main import plain_text_app
 
 
 class Ticker:
@@ -178,7 +179,7 @@ def test_ctrl_c_stops_the_server_quietly_with_status_zero() -> None:
 
 async def test_responses_say_connection_close_once_the_shutdown_began() -> None:
     shutdown = Shutdown(timeout_s=8.0)
-    app = CloseConnectionsWhenStopping(_plain_text_app, shutdown)
+    app = CloseConnectionsWhenStopping(plain_text_app, shutdown)
     first, _ = await _response_start(app)
     shutdown.begin()
     second, _ = await _response_start(app)
@@ -189,17 +190,6 @@ async def test_responses_say_connection_close_once_the_shutdown_began() -> None:
 
 async def _no_app(scope: Any, receive: Any, send: Any) -> None:
     raise AssertionError("not called")
-
-
-async def _plain_text_app(scope: Any, receive: Any, send: Any) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", b"text/plain")],
-        }
-    )
-    await send({"type": "http.response.body", "body": b"ok"})
 
 
 async def _response_start(app: Any) -> tuple[dict, list[dict]]:
@@ -219,7 +209,7 @@ async def test_a_kept_alive_connection_outlives_the_clients_idle_expiry() -> Non
     """uvicorn's own default (5 s) closes an idle connection just when an httpx client (5 s too)
     may send on it; `RAGBLEND_KEEP_ALIVE_S` keeps it longer, so the client is the one to close."""
     settings = Settings(model="m", port=free_port())
-    server = GracefulServer(server_config(_plain_text_app, settings), Shutdown(timeout_s=1.0))
+    server = GracefulServer(server_config(plain_text_app, settings), Shutdown(timeout_s=1.0))
     serving = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.01)
