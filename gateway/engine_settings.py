@@ -88,7 +88,7 @@ class EngineSettings(BaseSettings):
         description="With `tool_choice` `auto`, an answer that is nothing but a JSON call (or "
         "array of calls), fenced or bare, naming an offered tool with arguments its schema "
         "accepts, is read as tool calls (small models often write calls so). Off by default: on "
-        "BFCL it makes calls where no tool fits (docs/benchmarks.md, \"Tool catalogs\").",
+        'BFCL it makes calls where no tool fits (docs/benchmarks.md, "Tool catalogs").',
     )
 
     @field_validator("tool_parser")

@@ -9,32 +9,54 @@ computes itself. Copying is a gather of rows; nothing is computed.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from engine.connector.metadata import BlendJob
 from engine.connector.miss_store import MissStore
 from engine.connector.model import VllmDecoder
-from engine.connector.paged_read import read_rows, reads_back
+from engine.connector.paged_read import BlockLayout
 from engine.connector.placement import Capture, Placement
 from engine.kvstore.keys import ChunkKey
+
+log = logging.getLogger(__name__)
 
 
 class PagedCapture:
     def __init__(
-        self, decoder: VllmDecoder, kv_caches: dict[str, torch.Tensor], misses: MissStore
+        self,
+        decoder: VllmDecoder,
+        kv_caches: dict[str, torch.Tensor],
+        layout: BlockLayout,
+        misses: MissStore,
     ) -> None:
         self.decoder = decoder
         self.kv_caches = kv_caches
+        self.layout = layout
         self.misses = misses
 
-    @staticmethod
-    def supported(decoder: VllmDecoder, kv_caches: dict[str, torch.Tensor]) -> bool:
-        """Whether chunks can be copied out of this engine's paged cache and stored: vLLM's CPU
-        attention (whose cache layout ``reads_back`` verifies) and RoPE (to move keys)."""
+    @classmethod
+    def create(
+        cls, decoder: VllmDecoder, kv_caches: dict[str, torch.Tensor], misses: MissStore
+    ) -> PagedCapture | None:
+        """A capture where chunks can be copied out of this engine's paged cache and stored:
+        vLLM's CPU attention (whose block layout is learnt, every layer's the same) and RoPE
+        (to move keys); else None."""
         layer = decoder.attention_layer(0)
         if decoder.rope is None or type(layer.impl).__name__ != "CPUAttentionBackendImpl":
-            return False
-        return reads_back(layer, kv_caches[layer.layer_name])
+            log.info("first sightings are computed by the blend (no readable paged cache here)")
+            return None
+        layout = BlockLayout.learn(layer, kv_caches[layer.layer_name])
+        if layout is None:
+            log.warning(
+                "first sightings are computed by the blend: vLLM's %s cache layout does not "
+                "read back", getattr(layer, "isa", "CPU")
+            )  # fmt: skip
+            return None
+        log.info("first sightings are prefilled by vLLM and copied out of its %s paged cache",
+                 getattr(layer, "isa", "CPU"))  # fmt: skip
+        return cls(decoder, kv_caches, layout, misses)
 
     def run(self, job: BlendJob, fingerprint: str) -> Placement:
         """Store every chunk of ``job`` (``claim_end``: its last chunk's end) from its blocks;
@@ -50,7 +72,7 @@ class PagedCapture:
         start = job.plan.spans[0].start
         for layer in range(self.decoder.num_layers):
             cache = self.kv_caches[self.decoder.attention_layer(layer).layer_name]
-            keys, values = read_rows(cache, block_ids, start, job.claim_end)
+            keys, values = self.layout.read_rows(cache, block_ids, start, job.claim_end)
             for capture in placement.captures:
                 rows = slice(capture.start - start, capture.end - start)
                 capture.keys.append(keys[rows])

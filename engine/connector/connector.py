@@ -18,6 +18,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorRole,
 )
 
+from engine.connector.logs import log_like_vllm
 from engine.connector.lookup import ChunkLookupClient
 from engine.connector.metadata import BlendConnectorMetadata
 from engine.connector.scheduler import BlendScheduler
@@ -43,6 +44,7 @@ class RagblendConnector(KVConnectorBase_V1):
         kv_cache_config: KVCacheConfig | None = None,
     ) -> None:
         super().__init__(vllm_config, role, kv_cache_config)
+        log_like_vllm()
         self._scheduler: BlendScheduler | None = None
         self._worker: BlendWorker | None = None
         self._bound_at = time.perf_counter()

@@ -1,55 +1,102 @@
 """Reading a request's K/V back out of vLLM's CPU paged cache, as vLLM's own prefill left it.
 
 A first sighting is prefilled by vLLM itself and its chunks are copied out of the paged cache
-afterwards (:mod:`engine.connector.capture`). vLLM's CPU kernels keep a block's values as written
-([tokens, head_dim] per KV head) and its keys transposed ([head_dim, tokens]) so that a query
-reads a key dimension across the block's tokens contiguously. That layout is vLLM's, not an
-interface: ``reads_back`` writes random K/V through the layer's own cache update into a scratch
-cache and checks that ``read_rows`` returns them exactly, and the worker copies chunks out of
-the cache only where it does (elsewhere first sightings are computed by the blend as before).
+afterwards (:mod:`engine.connector.capture`). How vLLM's CPU kernels lay a block out depends on
+the instruction set they picked for the machine: the portable kernels keep values as written and
+keys transposed, the AMX kernels pack pairs of dimensions for the tile unit. That layout is
+vLLM's, not an interface, so it is learnt rather than assumed: ``BlockLayout.learn`` writes each
+element's coordinates (K or V, token, head, dimension) through the layer's own cache update into
+a scratch block, which says where every element lands, then checks random K/V in shuffled slots
+read back exactly. Where that fails (a quantized cache, coordinates too large to write exactly)
+the worker copies nothing out and first sightings are computed by the blend as before.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
-
-def read_rows(kv_cache: Tensor, block_ids: Tensor, start: int, end: int) -> tuple[Tensor, Tensor]:
-    """Keys and values [end - start, kv_heads, head_dim] of prompt positions start..end-1 of a
-    request whose blocks are ``block_ids`` (int64, in prompt order), copied out of the cache."""
-    num_blocks, num_kv_heads, block_size, _ = kv_cache.shape
-    key_cache, value_cache = kv_cache.view(num_blocks, num_kv_heads, 2 * block_size, -1).chunk(
-        2, dim=2
-    )
-    head_dim = key_cache.shape[-1]
-    first, last = start // block_size, -(-end // block_size)
-    blocks = block_ids[first:last]
-    count = blocks.numel()
-    keys = key_cache[blocks].reshape(count, num_kv_heads, head_dim, block_size)
-    keys = keys.permute(0, 3, 1, 2).reshape(count * block_size, num_kv_heads, head_dim)
-    values = value_cache[blocks].permute(0, 2, 1, 3).reshape(count * block_size, num_kv_heads, -1)
-    offset = start - first * block_size
-    rows = slice(offset, offset + end - start)
-    return keys[rows].clone(), values[rows].clone()
+MAX_EXACT_COORDINATE = 256
+"""Integers up to this survive a bf16 cache exactly (8 bits of mantissa)."""
 
 
-def reads_back(layer: nn.Module, kv_cache: Tensor) -> bool:
-    """Whether ``read_rows`` returns exactly what ``layer``'s cache update writes into a cache
-    shaped like ``kv_cache`` (two scratch blocks; random rows in shuffled slots)."""
-    _, num_kv_heads, block_size, _ = kv_cache.shape
-    scratch = torch.zeros((2, *kv_cache.shape[1:]), dtype=kv_cache.dtype, device=kv_cache.device)
-    head_dim = scratch.shape[-1] // 2
-    rows = 2 * block_size
-    generator = torch.Generator().manual_seed(0)
-    shape = (rows, num_kv_heads, head_dim)
-    keys = torch.randn(shape, generator=generator).to(kv_cache.dtype)
-    values = torch.randn(shape, generator=generator).to(kv_cache.dtype)
-    slots = torch.randperm(rows, generator=generator)
-    try:
+@dataclass(frozen=True)
+class BlockLayout:
+    """Where each element of a block's K/V sits in the block, as flat offsets."""
+
+    offsets: Tensor
+    """[2 (keys, values), block_size, kv_heads, head_dim] int64 offsets into one block's
+    elements (``kv_cache[block].flatten()``)."""
+
+    @classmethod
+    def learn(cls, layer: nn.Module, kv_cache: Tensor) -> BlockLayout | None:
+        """The layout ``layer``'s cache update writes into a cache shaped like ``kv_cache``;
+        None where it cannot be learnt or does not read back exactly."""
+        _, num_kv_heads, block_size, width = kv_cache.shape
+        shape = (block_size, num_kv_heads, width // 2)
+        if max(shape) > MAX_EXACT_COORDINATE:
+            return None
+        try:
+            layout = cls(_locate(layer, kv_cache, shape))
+            exact = layout._reads_back(layer, kv_cache)
+        except Exception:
+            return None
+        return layout if exact else None
+
+    def read_rows(
+        self, kv_cache: Tensor, block_ids: Tensor, start: int, end: int
+    ) -> tuple[Tensor, Tensor]:
+        """Keys and values [end - start, kv_heads, head_dim] of prompt positions start..end-1
+        of a request whose blocks are ``block_ids`` (int64, in prompt order), copied out."""
+        _, block_size, num_kv_heads, head_dim = self.offsets.shape
+        first, last = start // block_size, -(-end // block_size)
+        blocks = kv_cache.flatten(1)[block_ids[first:last]]
+        count = blocks.shape[0]
+        both = blocks[:, self.offsets.flatten()].view(count, 2, block_size, num_kv_heads, head_dim)
+        both = both.transpose(0, 1).reshape(2, count * block_size, num_kv_heads, head_dim)
+        offset = start - first * block_size
+        rows = both[:, offset : offset + end - start]
+        return rows[0].clone(), rows[1].clone()
+
+    def _reads_back(self, layer: nn.Module, kv_cache: Tensor) -> bool:
+        """Random rows written to shuffled slots of two scratch blocks read back exactly."""
+        block_size, num_kv_heads, head_dim = self.offsets.shape[1:]
+        scratch = kv_cache.new_zeros((2, *kv_cache.shape[1:]))
+        rows = 2 * block_size
+        generator = torch.Generator().manual_seed(0)
+        keys, values = (
+            torch.randn((rows, num_kv_heads, head_dim), generator=generator).to(kv_cache.dtype)
+            for _ in range(2)
+        )
+        slots = torch.randperm(rows, generator=generator)
         layer.impl.do_kv_cache_update(layer, keys, values, scratch, slots)
-        read_keys, read_values = read_rows(scratch, torch.arange(2), 0, rows)
-    except Exception:
-        return False
-    order = torch.argsort(slots)  # row i of the cache holds the row written to slot i
-    return torch.equal(read_keys, keys[order]) and torch.equal(read_values, values[order])
+        read_keys, read_values = self.read_rows(scratch, torch.arange(2), 0, rows)
+        order = torch.argsort(slots)  # row i of the cache holds the row written to slot i
+        return torch.equal(read_keys, keys[order]) and torch.equal(read_values, values[order])
+
+
+def _locate(layer: nn.Module, kv_cache: Tensor, shape: tuple[int, int, int]) -> Tensor:
+    """``BlockLayout.offsets``: each coordinate (1-based, so that an untouched element reads
+    0) written as every element's value through the cache update, one coordinate at a time."""
+    block_size, num_kv_heads, head_dim = shape
+    scratch = kv_cache.new_zeros((1, *kv_cache.shape[1:]))
+    grids = torch.meshgrid(*(torch.arange(1, n + 1) for n in shape), indexing="ij")
+    slots = torch.arange(block_size)
+    ones = torch.ones(shape)
+    found = []
+    for key_part, value_part in [(ones, 2 * ones), *((grid, grid) for grid in grids)]:
+        scratch.zero_()
+        key, value = (part.to(kv_cache.dtype) for part in (key_part, value_part))
+        layer.impl.do_kv_cache_update(layer, key, value, scratch, slots)
+        found.append(scratch.flatten().long() - 1)
+    half, token, head, dim = found
+    if (half < 0).any() or (token < 0).any() or (head < 0).any() or (dim < 0).any():
+        raise ValueError("the cache update left elements of a full block unwritten")
+    where = ((half * block_size + token) * num_kv_heads + head) * head_dim + dim
+    if not torch.equal(torch.sort(where).values, torch.arange(where.numel())):
+        raise ValueError("the cache update does not place each element once")
+    offsets = torch.empty_like(where)
+    offsets[where] = torch.arange(where.numel())
+    return offsets.view(2, *shape)

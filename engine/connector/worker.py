@@ -85,10 +85,10 @@ class BlendWorker:
             tp_size=self.ranks.world_size,
         )
         self._misses = MissStore(self.store, self.settings.chunk_prefix)
-        supported = PagedCapture.supported(decoder, self._kv_caches)
-        self._capture = PagedCapture(decoder, self._kv_caches, self._misses) if supported else None
+        self._capture = PagedCapture.create(decoder, self._kv_caches, self._misses)
         if self.ranks.reports and self.settings.stats_channel:
-            self._lookup = ChunkLookupServer(self.settings.stats_channel, self._stored, supported)
+            captures = self._capture is not None
+            self._lookup = ChunkLookupServer(self.settings.stats_channel, self._stored, captures)
         self._placer = ChunkPlacer(
             self.store,
             self.ranks,
