@@ -52,7 +52,7 @@ class BlockLayout:
         of a request whose blocks are ``block_ids`` (int64, in prompt order), copied out."""
         _, block_size, num_kv_heads, head_dim = self.offsets.shape
         first, last = start // block_size, -(-end // block_size)
-        blocks = kv_cache.flatten(1)[block_ids[first:last]]
+        blocks = kv_cache[block_ids[first:last]].flatten(1)  # copies only these blocks
         count = blocks.shape[0]
         both = blocks[:, self.offsets.flatten()].view(count, 2, block_size, num_kv_heads, head_dim)
         both = both.transpose(0, 1).reshape(2, count * block_size, num_kv_heads, head_dim)
