@@ -48,14 +48,12 @@ class PagedCapture:
             log.info("first sightings are computed by the blend (no readable paged cache here)")
             return None
         layout = BlockLayout.learn(layer, kv_caches[layer.layer_name])
+        isa = getattr(layer, "isa", "CPU")
         if layout is None:
-            log.warning(
-                "first sightings are computed by the blend: vLLM's %s cache layout does not "
-                "read back", getattr(layer, "isa", "CPU")
-            )  # fmt: skip
+            log.warning("first sightings are computed by the blend: vLLM's %s cache layout "
+                        "cannot be read", isa)  # fmt: skip
             return None
-        log.info("first sightings are prefilled by vLLM and copied out of its %s paged cache",
-                 getattr(layer, "isa", "CPU"))  # fmt: skip
+        log.info("first sightings are prefilled by vLLM and copied out of its %s paged cache", isa)
         return cls(decoder, kv_caches, layout, misses)
 
     def run(self, job: BlendJob, fingerprint: str) -> Placement:

@@ -13,6 +13,7 @@ the worker copies nothing out and first sightings are computed by the blend as b
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +21,8 @@ from torch import Tensor, nn
 
 MAX_EXACT_COORDINATE = 256
 """Integers up to this survive a bf16 cache exactly (8 bits of mantissa)."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,14 +39,14 @@ class BlockLayout:
         None where it cannot be learnt or does not read back exactly."""
         _, num_kv_heads, block_size, width = kv_cache.shape
         shape = (block_size, num_kv_heads, width // 2)
-        if max(shape) > MAX_EXACT_COORDINATE:
-            return None
         try:
             layout = cls(_locate(layer, kv_cache, shape))
-            exact = layout._reads_back(layer, kv_cache)
-        except Exception:
+            if not layout._reads_back(layer, kv_cache):
+                raise ValueError("random K/V written through it do not read back exactly")
+        except Exception as exc:
+            log.warning("the paged cache's block layout cannot be learnt: %s", exc)
             return None
-        return layout if exact else None
+        return layout
 
     def read_rows(
         self, kv_cache: Tensor, block_ids: Tensor, start: int, end: int
@@ -80,6 +83,8 @@ class BlockLayout:
 def _locate(layer: nn.Module, kv_cache: Tensor, shape: tuple[int, int, int]) -> Tensor:
     """``BlockLayout.offsets``: each coordinate (1-based, so that an untouched element reads
     0) written as every element's value through the cache update, one coordinate at a time."""
+    if max(shape) > MAX_EXACT_COORDINATE:
+        raise ValueError(f"a block of {shape} has coordinates past {MAX_EXACT_COORDINATE}")
     block_size, num_kv_heads, head_dim = shape
     scratch = kv_cache.new_zeros((1, *kv_cache.shape[1:]))
     grids = torch.meshgrid(*(torch.arange(1, n + 1) for n in shape), indexing="ij")
@@ -91,9 +96,9 @@ def _locate(layer: nn.Module, kv_cache: Tensor, shape: tuple[int, int, int]) -> 
         key, value = (part.to(kv_cache.dtype) for part in (key_part, value_part))
         layer.impl.do_kv_cache_update(layer, key, value, scratch, slots)
         found.append(scratch.flatten().long() - 1)
-    half, token, head, dim = found
-    if (half < 0).any() or (token < 0).any() or (head < 0).any() or (dim < 0).any():
+    if any(bool((coordinate < 0).any()) for coordinate in found):
         raise ValueError("the cache update left elements of a full block unwritten")
+    half, token, head, dim = found
     where = ((half * block_size + token) * num_kv_heads + head) * head_dim + dim
     if not torch.equal(torch.sort(where).values, torch.arange(where.numel())):
         raise ValueError("the cache update does not place each element once")
