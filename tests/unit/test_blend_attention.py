@@ -97,3 +97,14 @@ def test_many_query_blocks_match_one_full_causal_attention() -> None:
     ).transpose(0, 1)
     got = selective_attention(q, k, v, positions, scale=8**-0.5)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("first", [0, 5])
+def test_a_tail_run_matches_loop(first: int) -> None:
+    """Told the queries end at the last key (the every-token layer from 0, a chunk behind a
+    prefix from 5), the CPU answers as the loop does."""
+    q, k, v = qkv(tokens=14, heads=6, kv_heads=2, seed=first)
+    positions = list(range(first, 14))
+    got = selective_attention(q[positions], k, v, torch.tensor(positions), 0.3, tail=True)
+    torch.testing.assert_close(got, naive_attention(q[positions], k, v, positions, 0.3),
+                               atol=1e-5, rtol=1e-5)  # fmt: skip
