@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
-from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
 
 
 @dataclass(frozen=True)
@@ -66,21 +67,49 @@ class PassageKVCache:
             self._bytes -= evicted.nbytes
 
 
-def left_padded_cache(entries: Sequence[PassageKV]) -> tuple[DynamicCache, Tensor]:
-    """`entries` as one batch of past KV, each left-padded with zeros to the longest, and the
-    attention mask over those past positions (0 on the padding)."""
+def left_padded_cache(entries: Sequence[PassageKV], room: int) -> tuple[Cache, Tensor]:
+    """`entries` as one batch of past KV, each left-padded with zeros to the longest, with room
+    after them for `room` more tokens, and the attention mask over the past positions (0 on
+    the padding). Each entry is copied once, into its row."""
     longest = max(entry.tokens for entry in entries)
-    cache = DynamicCache()
+    layers = []
     for layer in range(len(entries[0].keys)):
-        keys = [_left_pad(entry.keys[layer], longest) for entry in entries]
-        values = [_left_pad(entry.values[layer], longest) for entry in entries]
-        cache.update(torch.stack(keys), torch.stack(values), layer)
+        buffers = []
+        for kept in (entries[0].keys[layer], entries[0].values[layer]):
+            heads, _, dim = kept.shape
+            buffers.append(kept.new_empty(len(entries), heads, longest + room, dim))
+        for row, entry in enumerate(entries):
+            pad = longest - entry.tokens
+            for buffer, kept in zip(buffers, (entry.keys[layer], entry.values[layer]), strict=True):
+                buffer[row, :, :pad] = 0  # masked out, but a NaN in a masked key poisons a row
+                buffer[row, :, pad:longest] = kept
+        layers.append(_LayerWithRoom(*buffers, filled=longest))
     mask = torch.zeros(len(entries), longest, dtype=torch.long)
     for row, entry in enumerate(entries):
         mask[row, longest - entry.tokens :] = 1
-    return cache, mask
+    return Cache(layers=layers), mask
 
 
-def _left_pad(tensor: Tensor, tokens: int) -> Tensor:
-    """[heads, n, dim] padded with zeros before its n tokens to `tokens`."""
-    return torch.nn.functional.pad(tensor, (0, 0, tokens - tensor.shape[1], 0))
+class _LayerWithRoom(DynamicLayer):
+    """A layer's past K/V at the front of buffers with room behind it: ``update`` writes the
+    new tokens' K/V in place, where a ``DynamicLayer`` copies the whole past to append them."""
+
+    def __init__(self, keys: Tensor, values: Tensor, filled: int) -> None:
+        super().__init__()
+        self._buffers, self._filled = (keys, values), filled
+        self.dtype, self.device = keys.dtype, keys.device
+        self.keys, self.values = keys[:, :, :filled], values[:, :, :filled]
+        self.is_initialized = True
+
+    def update(
+        self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[Tensor, Tensor]:
+        end = self._filled + key_states.shape[-2]
+        keys, values = self._buffers
+        if end > keys.shape[2]:
+            raise ValueError(f"{end} tokens in a cache with room for {keys.shape[2]}")
+        keys[:, :, self._filled : end] = key_states
+        values[:, :, self._filled : end] = value_states
+        self._filled = end
+        self.keys, self.values = keys[:, :, :end], values[:, :, :end]
+        return self.keys, self.values

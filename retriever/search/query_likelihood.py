@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from retriever.search.grouped_attention import use_grouped_sdpa
 from retriever.search.passage_kv import PassageKV, PassageKVCache, left_padded_cache
 
 PROMPT_HEAD = "Passage: "
@@ -40,6 +41,8 @@ class QueryLikelihoodReranker:
     leaves idle, only slow each other."""
 
     def __init__(self, model: Any, tokenizer: Any, cache_bytes: int, threads: int = 1) -> None:
+        """`model` becomes the reranker's own: it is switched to `grouped_sdpa` attention."""
+        use_grouped_sdpa(model)
         self.model = model
         self.tokenizer = tokenizer
         self._head = self._ids(PROMPT_HEAD)
@@ -126,8 +129,8 @@ class QueryLikelihoodReranker:
         first = torch.stack([entry.next_logprobs[target[0]] for entry in entries])[:, None]
         if len(question) == 1:
             return first
-        cache, past_mask = left_padded_cache(entries)
         fed = target[:-1].expand(len(entries), -1)  # the last token predicts nothing scored
+        cache, past_mask = left_padded_cache(entries, room=fed.shape[1])
         mask = torch.cat([past_mask, torch.ones_like(fed)], dim=1)
         positions = torch.stack(
             [torch.arange(entry.tokens, entry.tokens + fed.shape[1]) for entry in entries]

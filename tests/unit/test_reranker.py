@@ -43,8 +43,8 @@ def reference_score(model, tokenizer, passage: str, query: str) -> float:
 
 @pytest.mark.parametrize("cache_bytes", [1 << 30, 0])
 def test_scores_over_cached_kv_are_a_plain_forward_passes(cache_bytes):
-    model, tokenizer = tiny_llama(), ByteTokenizer()
-    reranker = QueryLikelihoodReranker(model, tokenizer, cache_bytes)
+    model, tokenizer = tiny_llama(), ByteTokenizer()  # 4 query heads read 2 K/V heads
+    reranker = QueryLikelihoodReranker(tiny_llama(), tokenizer, cache_bytes)
     passages = ["a short one", "a passage a good deal longer than the others", "mid length", ""]
     query = "what is it?"
     expected = [reference_score(model, tokenizer, passage, query) for passage in passages]
