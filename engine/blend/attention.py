@@ -43,7 +43,7 @@ def selective_attention(
     ``tail`` says, where the caller knows, whether the queries are the keys' last positions (a
     run ending at the last key): a GPU then reads nothing back (True: the causal kernel; False:
     an explicit mask over all keys). None: a GPU reads each block's first and last positions.
-    On the CPU, ``tail`` with every position takes one causal pass without a mask.
+    ``tail`` with every position takes one causal pass without a mask, on either device.
     """
     if q.dim() != 3 or k.dim() != 3 or k.shape != v.shape:
         raise ValueError(
@@ -57,10 +57,28 @@ def selective_attention(
         )
     if query_positions.shape != (q.shape[0],):
         raise ValueError(f"query_positions shape {tuple(query_positions.shape)} != ({q.shape[0]},)")
+    if tail and q.shape[0] == k.shape[0]:
+        return _every_position(q, k, v, scale)
     positions = query_positions.to(q.device)
     if q.is_cuda:
         return _fused_kernel_attention(q, k, v, positions, scale, tail)
-    return _cpu_attention(q, k, v, positions, scale, tail)
+    return _cpu_attention(q, k, v, positions, scale)
+
+
+def _every_position(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+    """Every position's query: one causal pass over grouped heads as they are, the call a
+    Hugging Face forward makes without padding (in fp32 on the CPU)."""
+    dtype = q.dtype if q.is_cuda else torch.float32
+    groups = q.shape[1] // k.shape[1]
+    if q.is_cuda and dtype == torch.float32 and groups > 1:
+        # flash reads grouped heads but takes no fp32; the memory-efficient kernel reads no groups
+        k, v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
+    # [1, heads, tokens, dim]: given 3-D inputs, the CPU runs SDPA unfused, about 3x slower
+    query, keys, values = (x.to(dtype).transpose(0, 1)[None] for x in (q, k, v))
+    out = F.scaled_dot_product_attention(
+        query, keys, values, is_causal=True, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+    )
+    return out[0].transpose(0, 1).to(q.dtype)
 
 
 def _fused_kernel_attention(
@@ -105,20 +123,11 @@ def _fused_kernel_attention(
     return out[0].transpose(0, 1)
 
 
-def _cpu_attention(
-    q: Tensor, k: Tensor, v: Tensor, positions: Tensor, scale: float, tail: bool | None
-) -> Tensor:
-    """``selective_attention`` on the CPU, in fp32 through torch's fused CPU kernel: one causal
-    pass where the queries are every position, else blocks of queries with an exact mask."""
-    # [1, heads, tokens, dim]: given 3-D inputs, the CPU runs SDPA unfused, about 3x slower
+def _cpu_attention(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, scale: float) -> Tensor:
+    """``selective_attention`` on the CPU, in fp32 through torch's fused CPU kernel, in blocks
+    of queries with an exact mask."""
     keys, values = (x.float().transpose(0, 1)[None] for x in (k, v))
     gqa = q.shape[1] != k.shape[1]
-    if tail and q.shape[0] == k.shape[0]:  # every position: one causal pass, no mask
-        out = F.scaled_dot_product_attention(
-            q.float().transpose(0, 1)[None], keys, values, is_causal=True, scale=scale,
-            enable_gqa=gqa
-        )  # fmt: skip
-        return out[0].transpose(0, 1).to(q.dtype)
     blocks = []
     for start in range(0, q.shape[0], QUERY_BLOCK):
         block_positions = positions[start : start + QUERY_BLOCK]

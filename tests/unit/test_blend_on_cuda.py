@@ -155,6 +155,22 @@ def test_long_prompts_attend_on_cuda_in_bf16_as_on_the_cpu_in_fp32(gap: int) -> 
     torch.testing.assert_close(on_cuda.float().cpu(), on_cpu, atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_position_in_one_causal_pass_on_cuda_as_on_the_cpu(dtype: torch.dtype) -> None:
+    """Told the queries are every position, both devices take one causal pass (fp32 on the GPU
+    with its K/V heads repeated: flash takes no fp32)."""
+    generator = torch.Generator().manual_seed(3)
+    num_keys = GPU_QUERY_BLOCK + 900
+    q = torch.randn(num_keys, 4, 16, generator=generator)
+    k, v = (torch.randn(num_keys, 2, 16, generator=generator) for _ in range(2))
+    positions = torch.arange(num_keys)
+    on_cpu = selective_attention(q, k, v, positions, 0.25, True)
+    on_cuda = selective_attention(*(t.to(CUDA, dtype) for t in (q, k, v)), positions, 0.25, True)
+    assert on_cuda.dtype == dtype
+    tolerance = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    torch.testing.assert_close(on_cuda.float().cpu(), on_cpu, atol=tolerance, rtol=tolerance)
+
+
 @pytest.mark.parametrize("metric", ["probe", "v", "qv"])
 def test_a_blend_from_host_memory_never_waits_for_the_gpu(metric: str) -> None:
     """Chunk KV copied ahead on a side stream, selection on the device: nothing in the blend
