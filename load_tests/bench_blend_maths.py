@@ -6,11 +6,11 @@ on them) prefills one prompt (a fixed prefix, ``--chunks`` cached chunks, a ques
 way side by side: Hugging Face's own forward (the baseline), the blend maths computing every
 token (ratio 1), and each ``--modes`` recipe reusing the chunks' KV. Each chunk's KV is computed
 behind the prefix first and kept in pinned host memory, as the memory tier hands it over, and/or
-on the GPU (``--kv-on host,device``: a row per source). Medians of ``--repeats`` timed runs after
-a warm-up, and their ratios to the baseline; ``--profile`` adds what the GPU did in one run of
-each (busy share, stream syncs, kernel launches: ``gpu_profile``). The weights are random, made
-on the device in the model's dtype. This times the maths alone: no scheduler, paged cache or
-HTTP, and nothing from vLLM (only torch and transformers are needed).
+on the GPU (``--kv-on host,device``: a row per source). Medians of ``--repeats`` rounds, each
+way in turn, after a warm-up, and their ratios to the baseline; ``--profile`` adds what the GPU
+did in one run of each (busy share, stream syncs, kernel launches: ``gpu_profile``). The
+weights are random, made on the device in the model's dtype. This times the maths alone: no
+scheduler, paged cache or HTTP, and nothing from vLLM (only torch and transformers are needed).
 
     python -m load_tests.bench_blend_maths --device cuda --geometry 7b --context 8192 \
         --modes probe@0.15,v@0.15 --kv-on host,device --profile
@@ -93,18 +93,23 @@ def on_host(stored: StoredKV) -> StoredKV:
     return [[(moved(keys), moved(values)) for keys, values in layers] for layers in stored]
 
 
-def timed(run: Callable[[], Any], device: torch.device, repeats: int) -> list[float]:
-    """Milliseconds of each of ``repeats`` runs after one untimed warm-up."""
-    times = []
-    for index in range(repeats + 1):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        began = time.perf_counter()
-        run()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        if index:
-            times.append((time.perf_counter() - began) * 1000)
+def timed(
+    ways: dict[Any, Callable[[], Any]], device: torch.device, repeats: int
+) -> dict[Any, list[float]]:
+    """Milliseconds of ``repeats`` runs of each way after one untimed warm-up of each, the ways
+    taken in turn within each round, so that a machine slowing down or speeding up mid-run
+    moves them all alike."""
+    times: dict[Any, list[float]] = {way: [] for way in ways}
+    for round_ in range(repeats + 1):
+        for way, run in ways.items():
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            began = time.perf_counter()
+            run()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            if round_:
+                times[way].append((time.perf_counter() - began) * 1000)
     return times
 
 
@@ -167,7 +172,7 @@ def main() -> None:
         for mode in args.modes.split(","):
             for source in sources:
                 ways[f"blend {mode}", source] = blend(parse_mode(mode), source)
-        runs = {way: timed(run, device, args.repeats) for way, run in ways.items()}
+        runs = timed(ways, device, args.repeats)
         profiles = {way: profile_call(run) for way, run in ways.items()} if args.profile else {}
 
     baseline = statistics.median(runs["HF forward (full prefill)", "-"])
