@@ -24,6 +24,7 @@ class HFAdapter:
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
         self.scale = self.head_dim**-0.5
+        self._rotary: tuple[Tensor, tuple[Tensor, Tensor]] | None = None
 
     def embed(self, token_ids: Tensor) -> Tensor:
         return self.model.embed_tokens(token_ids)
@@ -38,9 +39,17 @@ class HFAdapter:
         q = attn.q_proj(x).view(-1, self.num_heads, self.head_dim)
         k = attn.k_proj(x).view(-1, self.num_kv_heads, self.head_dim)
         v = attn.v_proj(x).view(-1, self.num_kv_heads, self.head_dim)
-        cos, sin = self.model.rotary_emb(x[None], positions[None])
+        cos, sin = self._cos_sin(x, positions)
         q, k = apply_rotary_pos_emb(q.transpose(0, 1)[None], k.transpose(0, 1)[None], cos, sin)
         return q[0].transpose(0, 1), k[0].transpose(0, 1), v, residual
+
+    def _cos_sin(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """The rotary cos/sin of ``positions``, computed again only when they change (a blend
+        passes one positions tensor to layer after layer; Hugging Face's forward computes them
+        once, so recomputing them per layer would charge the blend launches the baseline skips)."""
+        if self._rotary is None or self._rotary[0] is not positions:
+            self._rotary = positions, self.model.rotary_emb(x[None], positions[None])
+        return self._rotary[1]
 
     def finish(self, layer: int, attention: Tensor, residual: Tensor) -> tuple[Tensor, Tensor]:
         block = self.model.layers[layer]
