@@ -45,7 +45,9 @@ class LibrarySettings(BaseSettings):
         512,
         ge=0,
         description="Memory for the reranker's cached passage KV (each chunk is read by the model "
-        "once, then only questions are computed over it), least recently used out first.",
+        "once, then only questions are computed over it), least recently used out first. A "
+        "384-token chunk takes 9.0 MiB on SmolLM2-135M and 5.3 MiB on Qwen2.5-0.5B, so the "
+        "default holds about 57 and 97 chunks; a search over chunks not held costs seconds.",
     )
     rerank_candidates: int = Field(
         20, ge=1, le=100, description="Chunks the reranker reorders per search (at least `top_k`)."
