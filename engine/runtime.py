@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.connector.stats import StatsInbox
 from engine.contract import BlendPlan, BlendSettings, BlendStats
+from engine.model_records import shared_model_records
 from engine.model_support import blending_unsupported_reason, tensor_parallel_problem
 from engine.platform import Device, prepare_environment
 
@@ -42,6 +44,10 @@ class EngineOptions:
     log_level: str = "info"
     served_model_name: str | None = None
     """The ``model_name`` label of vLLM's metrics; None: the model folder's path."""
+    shared_records_dir: Path | None = None
+    """A directory the servers of this machine share (the gateway's: beside the models), where
+    vLLM's records of model classes are kept between data directories
+    (`engine/model_records.py`); None: each cache directory makes its own."""
     profile_dir: Path | None = None
     """Where vLLM's torch profiler writes the engine core's traces (``start_profile``); None:
     profiling off. For benchmarks (load_tests/profile_blend.py), not for serving."""
@@ -101,7 +107,9 @@ class Engine:
             ),
         )
         log.info("starting vLLM on %s with %s", options.device, options.model_dir)
-        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=_stat_loggers())
+        cache_root = Path(os.environ["VLLM_CACHE_ROOT"])  # the user's, else `cache_dir`
+        with shared_model_records(cache_root, options.shared_records_dir):
+            self._llm = AsyncLLM.from_engine_args(args, stat_loggers=_stat_loggers())
         self._sampling_defaults: dict[str, Any] | None = None
 
     @property
