@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.chunk_cache import ChunkCache
 from engine.contract import BlendSettings, BlendStats
-from engine.model_records import records_beside
+from engine.model_records import shared_root
 from engine.models.provision import resolve_model
 from engine.platform import resolve_device, resolve_dtype
 from engine.runtime import Engine, EngineOptions
@@ -62,7 +62,7 @@ def engine_options(settings: Settings, model_dir: Path, tokenizer: Any) -> Engin
         model_dir=model_dir,
         device=device,
         cache_dir=settings.vllm_cache_dir,
-        shared_records_dir=records_beside(settings.models_dir),
+        shared_records_dir=shared_root(settings.models_dir),
         max_model_len=settings.max_model_len,
         dtype=resolve_dtype(settings.dtype, device),
         kv_cache_gib=settings.kv_cache_gib,

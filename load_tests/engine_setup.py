@@ -41,7 +41,7 @@ def start_engine(
     from transformers import AutoTokenizer
 
     from engine.contract import BlendSettings
-    from engine.model_records import records_beside
+    from engine.model_records import shared_root
     from engine.models.provision import resolve_model
     from engine.platform import resolve_device, resolve_dtype
     from engine.runtime import Engine, EngineOptions
@@ -63,7 +63,7 @@ def start_engine(
         model_dir=model_dir,
         device=device,
         cache_dir=workdir / "vllm",
-        shared_records_dir=records_beside(models_dir),
+        shared_records_dir=shared_root(models_dir),
         max_model_len=max_model_len,
         dtype=resolve_dtype("auto", device),
         kv_cache_gib=kv_cache_gib,

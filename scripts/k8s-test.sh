@@ -108,9 +108,8 @@ model_image() {
     local ca="${RAGBLEND_DOCKER_CA_BUNDLE:-${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}}"
     docker rm -f ragblend-k8s-model >/dev/null 2>&1 || true
     docker run --name ragblend-k8s-model -v "$ca:/run/pip_ca:ro" --entrypoint env "$base" \
-      PIP_CERT=/run/pip_ca RAGBLEND_MODELS_DIR=/opt/ragblend/models python -c \
-      "import pathlib, sys; from engine.models.provision import resolve_model
-resolve_model(sys.argv[1], pathlib.Path('/opt/ragblend/models'))" "$model" >&2
+      PIP_CERT=/run/pip_ca RAGBLEND_MODELS_DIR=/opt/ragblend/models \
+      ragblend models --provision "$model" >&2
     docker commit --change 'ENV RAGBLEND_MODELS_DIR=/opt/ragblend/models' \
       --change "LABEL org.ragblend.k8s.base=$base_id" \
       --change 'ENTRYPOINT ["ragblend-entrypoint"]' \

@@ -122,6 +122,7 @@ def _serve(settings: Settings) -> int:
 
 
 def _models(settings: Settings, to_provision: list[str]) -> int:
+    from engine.model_records import record_model_class
     from engine.models.catalog import CATALOG
     from engine.models.provision import ModelNotFound, converted_dir, is_provisioned, provision
 
@@ -135,6 +136,8 @@ def _models(settings: Settings, to_provision: list[str]) -> int:
             except (ModelNotFound, RuntimeError) as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1
+            print("  vLLM inspects the model's class once (about 20 s)", file=sys.stderr)
+            record_model_class(converted_dir(settings.models_dir, name), settings.models_dir)
     for name, model in CATALOG.items():
         ready = is_provisioned(settings.models_dir, name)
         where = str(converted_dir(settings.models_dir, name)) if ready else "not provisioned"
