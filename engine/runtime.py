@@ -107,7 +107,7 @@ class Engine:
             ),
         )
         log.info("starting vLLM on %s with %s", options.device, options.model_dir)
-        cache_root = Path(os.environ["VLLM_CACHE_ROOT"])  # the user's, else `cache_dir`
+        cache_root = Path(os.environ["VLLM_CACHE_ROOT"]).expanduser()  # the user's, or `cache_dir`
         with shared_model_records(cache_root, options.shared_records_dir):
             self._llm = AsyncLLM.from_engine_args(args, stat_loggers=_stat_loggers())
         self._sampling_defaults: dict[str, Any] | None = None
