@@ -30,7 +30,11 @@ class EngineSettings(BaseSettings):
     )
     models_dir: Path = Field(
         Path(),
-        description="Where converted models are cached; defaults to `<data_dir>/models`.",
+        description=(
+            "Where converted models are cached, with vLLM's records of their classes that spare "
+            "a server on a new data directory 10 s of start (`.vllm-model-records`); defaults to "
+            "`<data_dir>/models`."
+        ),
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="Where the engine runs; `auto` picks CUDA when a GPU is visible."
