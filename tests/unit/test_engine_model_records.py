@@ -17,14 +17,20 @@ def _record(module_hash: str) -> str:
     return json.dumps({"hash": module_hash, "modelinfo": {"architecture": "LlamaForCausalLM"}})
 
 
+def _shared_llama(tmp_path: Path, module_hash: str) -> Path:
+    """A shared root beside ``tmp_path``'s models holding a Llama record of ``module_hash``."""
+    shared = shared_root(tmp_path / "models")
+    (shared / RECORDS_FOLDER).mkdir(parents=True)
+    (shared / RECORDS_FOLDER / LLAMA).write_text(_record(module_hash))
+    return shared
+
+
 def _files(folder: Path) -> dict[str, str]:
     return {path.name: path.read_text() for path in sorted(folder.iterdir())}
 
 
 def test_a_fresh_cache_root_starts_with_the_shared_records(tmp_path: Path) -> None:
-    shared = shared_root(tmp_path / "models")
-    (shared / RECORDS_FOLDER).mkdir(parents=True)
-    (shared / RECORDS_FOLDER / LLAMA).write_text(_record("a"))
+    shared = _shared_llama(tmp_path, "a")
     cache_root = tmp_path / "data" / "vllm"
     with shared_model_records(cache_root, shared):
         assert _files(cache_root / RECORDS_FOLDER) == {LLAMA: _record("a")}
@@ -40,9 +46,7 @@ def test_a_record_the_engine_made_is_shared_once_it_has_started(tmp_path: Path) 
 
 
 def test_a_record_vllm_made_again_replaces_the_stale_shared_one(tmp_path: Path) -> None:
-    shared = shared_root(tmp_path / "models")
-    (shared / RECORDS_FOLDER).mkdir(parents=True)
-    (shared / RECORDS_FOLDER / LLAMA).write_text(_record("old"))
+    shared = _shared_llama(tmp_path, "old")
     cache_root = tmp_path / "vllm"
     with shared_model_records(cache_root, shared):
         # vLLM finds the copied hash stale, inspects the class and rewrites its record.
@@ -51,9 +55,7 @@ def test_a_record_vllm_made_again_replaces_the_stale_shared_one(tmp_path: Path) 
 
 
 def test_a_cache_roots_own_record_is_kept_on_entry(tmp_path: Path) -> None:
-    shared = shared_root(tmp_path / "models")
-    (shared / RECORDS_FOLDER).mkdir(parents=True)
-    (shared / RECORDS_FOLDER / LLAMA).write_text(_record("shared"))
+    shared = _shared_llama(tmp_path, "shared")
     records = tmp_path / "vllm" / RECORDS_FOLDER
     records.mkdir(parents=True)
     (records / LLAMA).write_text(_record("own"))
