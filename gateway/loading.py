@@ -22,6 +22,7 @@ from engine.platform import resolve_device, resolve_dtype
 from engine.runtime import Engine, EngineOptions
 from gateway.http.engine_watch import exit_after_engine_death, wait_for_engine_death
 from gateway.http.library_metrics import LIBRARY_PROGRESS
+from gateway.http.startup_heap import freeze_loaded_heap
 from gateway.http.store_metrics import CHUNK_STORE
 from gateway.rag.chunk_context import NeighbourContext
 from gateway.rag.chunked_prompt import chunk_prefix
@@ -206,6 +207,8 @@ async def load(state: AppState, exit_on_failure: bool) -> None:
         if exit_on_failure:
             os.kill(os.getpid(), signal.SIGINT)
         return
+    finally:
+        freeze_loaded_heap()
     log.info("ready: serving %s on %s", state.settings.name_for_clients, options.device)
 
 

@@ -1,8 +1,8 @@
 """How long `ragblend serve` takes from launch to its first 200 on /health, by what its folders
-already hold: a new data directory beside models with vLLM's records of their classes
-(`engine/model_records.py`), a new data directory without those records (every new data directory
-before them), and a restart on a data directory used before. Each round starts the three in turn,
-so a machine's drift falls on all of them alike; the first round is a warm-up.
+already hold (and from SIGINT to exit): a new data directory beside models with vLLM's records of
+their classes (`engine/model_records.py`), a new data directory without those records (every new
+data directory before them), and a restart on a data directory used before. Each round starts
+the three in turn, so a machine's drift falls on all of them alike; the first is a warm-up.
 
 For the start without records the shared records are moved aside and put back afterwards: run it
 while no other server uses the models directory.
@@ -25,14 +25,20 @@ from engine.model_records import RECORDS_FOLDER, shared_root
 from load_tests.replica_launcher import add_model_arguments, bench_environment, running_replicas
 from load_tests.report import format_grid, output_path, parse_rounds, scratch, write_json
 
+STOPS: list[float] = []
+"""Seconds from SIGINT to exit of every server started, in order."""
 KINDS = ("new data dir, records kept", "new data dir, no records", "restart, same data dir")
 
 
 def seconds_to_ready(folder: Path, name: str, environment: dict[str, str]) -> float:
-    """Launch to ready of one server on data dir `folder`/`name` (polled each second)."""
+    """Launch to ready of one server on data dir `folder`/`name` (polled each second); its
+    stop (SIGINT to exit, no request open) is kept in `STOPS`."""
     started = time.monotonic()
     with running_replicas([name], folder, environment):
-        return time.monotonic() - started
+        ready = time.monotonic() - started
+        stopping = time.monotonic()
+    STOPS.append(time.monotonic() - stopping)
+    return ready
 
 
 @contextmanager
@@ -76,11 +82,13 @@ def main() -> None:
     base = medians[KINDS[1]]
     rows = [[kind, f"{value:.1f} s", f"{base / value:.2f}x"] for kind, value in medians.items()]
     print(format_grid(["start", "median to ready", "vs no records"], rows))
+    print(f"stop (SIGINT to exit, every start): median {statistics.median(STOPS):.1f} s")
     document = {
         "model": args.model,
         "rounds": args.rounds,
         "seconds": {kind: [r[i] for r in rounds] for i, kind in enumerate(KINDS)},
         "median_s": medians,
+        "stop_s": STOPS,
     }
     write_json(output_path(args.out, ".json"), document)
 

@@ -100,6 +100,9 @@ def server_config(app: Any, settings: Settings) -> uvicorn.Config:
 
 
 def _serve(settings: Settings) -> int:
+    from gateway.http.startup_heap import pause_collection
+
+    pause_collection()  # until loading ends (`gateway.loading.load`)
     from gateway.app import create_app
     from gateway.http.data_dir_lock import DataDirInUse, DataDirLock
     from gateway.http.shutdown import GracefulServer
