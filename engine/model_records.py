@@ -76,10 +76,9 @@ def shared_model_records(cache_root: Path, shared: Path | None) -> Iterator[None
     _copy_records(records, shared_records, replace_different=True)
 
 
-def _copy_records(source: Path, target: Path, replace_different: bool) -> list[str]:
+def _copy_records(source: Path, target: Path, replace_different: bool) -> None:
     """Copy ``source``'s ``*.json`` records that ``target`` lacks (or, with
-    ``replace_different``, holds with other content); return the names copied."""
-    copied: list[str] = []
+    ``replace_different``, holds with other content)."""
     try:
         for record in sorted(source.glob("*.json")):
             content = record.read_bytes()
@@ -87,10 +86,8 @@ def _copy_records(source: Path, target: Path, replace_different: bool) -> list[s
             if existing.exists() and (not replace_different or existing.read_bytes() == content):
                 continue
             _write_atomically(existing, content)
-            copied.append(record.name)
     except OSError as exc:
         log.info("vLLM's model records not copied from %s to %s: %s", source, target, exc)
-    return copied
 
 
 def _write_atomically(path: Path, content: bytes) -> None:

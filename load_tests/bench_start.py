@@ -25,20 +25,17 @@ from engine.model_records import RECORDS_FOLDER, shared_root
 from load_tests.replica_launcher import add_model_arguments, bench_environment, running_replicas
 from load_tests.report import format_grid, output_path, parse_rounds, scratch, write_json
 
-STOPS: list[float] = []
-"""Seconds from SIGINT to exit of every server started, in order."""
 KINDS = ("new data dir, records kept", "new data dir, no records", "restart, same data dir")
 
 
-def seconds_to_ready(folder: Path, name: str, environment: dict[str, str]) -> float:
-    """Launch to ready of one server on data dir `folder`/`name` (polled each second); its
-    stop (SIGINT to exit, no request open) is kept in `STOPS`."""
+def start_and_stop(folder: Path, name: str, environment: dict[str, str]) -> tuple[float, float]:
+    """Seconds from launch to ready (polled each second) of one server on data dir
+    `folder`/`name`, and from SIGINT to its exit (no request open)."""
     started = time.monotonic()
     with running_replicas([name], folder, environment):
         ready = time.monotonic() - started
         stopping = time.monotonic()
-    STOPS.append(time.monotonic() - stopping)
-    return ready
+    return ready, time.monotonic() - stopping
 
 
 @contextmanager
@@ -56,12 +53,14 @@ def records_aside(models_dir: Path) -> Iterator[None]:
             aside.rename(records)
 
 
-def one_round(folder: Path, environment: dict[str, str], models_dir: Path) -> list[float]:
-    """The three starts of `KINDS`, in that order."""
-    kept = seconds_to_ready(folder, "kept", environment)
+def one_round(
+    folder: Path, environment: dict[str, str], models_dir: Path
+) -> list[tuple[float, float]]:
+    """(ready, stop) of the three starts of `KINDS`, in that order."""
+    kept = start_and_stop(folder, "kept", environment)
     with records_aside(models_dir):
-        bare = seconds_to_ready(folder, "bare", environment)
-    again = seconds_to_ready(folder, "kept", environment)
+        bare = start_and_stop(folder, "bare", environment)
+    again = start_and_stop(folder, "kept", environment)
     return [kept, bare, again]
 
 
@@ -73,22 +72,25 @@ def main() -> None:
     environment = bench_environment(args)
     models_dir = Path(args.models_dir).resolve()
     rounds: list[list[float]] = []
+    stops: list[float] = []
     for index in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="bench-start-") as folder:
-            rounds.append(one_round(Path(folder), environment, models_dir))
+            starts = one_round(Path(folder), environment, models_dir)
+        rounds.append([ready for ready, _ in starts])
+        stops.extend(stop for _, stop in starts)
         print(f"round {index + 1}: " + ", ".join(f"{s:.1f} s" for s in rounds[-1]), flush=True)
     measured = rounds[1:]
     medians = {kind: statistics.median(r[i] for r in measured) for i, kind in enumerate(KINDS)}
     base = medians[KINDS[1]]
     rows = [[kind, f"{value:.1f} s", f"{base / value:.2f}x"] for kind, value in medians.items()]
     print(format_grid(["start", "median to ready", "vs no records"], rows))
-    print(f"stop (SIGINT to exit, every start): median {statistics.median(STOPS):.1f} s")
+    print(f"stop (SIGINT to exit, every start): median {statistics.median(stops):.1f} s")
     document = {
         "model": args.model,
         "rounds": args.rounds,
         "seconds": {kind: [r[i] for r in rounds] for i, kind in enumerate(KINDS)},
         "median_s": medians,
-        "stop_s": STOPS,
+        "stop_s": stops,
     }
     write_json(output_path(args.out, ".json"), document)
 
