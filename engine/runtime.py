@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.connector.stats import StatsInbox
-from engine.contract import BlendPlan, BlendSettings, BlendStats
+from engine.contract import BlendPlan, BlendSettings, BlendStats, StoreEvictions
 from engine.model_records import shared_model_records
 from engine.model_support import blending_unsupported_reason, tensor_parallel_problem
 from engine.platform import Device, prepare_environment
@@ -76,6 +76,8 @@ class Engine:
         self.blending = options.blend is not None
         self.stats_listener: Callable[[BlendStats], None] | None = None
         """Called (on the event loop) with the statistics of every blended request as it ends."""
+        self.evictions_listener: Callable[[StoreEvictions], None] | None = None
+        """Called (on the event loop) with the chunk store's evictions between requests."""
         kv_transfer_config = None
         self._stats_inbox: StatsInbox | None = None
         if options.blend is not None:
@@ -83,7 +85,7 @@ class Engine:
             if reason is None:
                 blend = replace(options.blend, stats_channel=uuid.uuid4().hex)
                 kv_transfer_config = _connector_config(blend)
-                self._stats_inbox = StatsInbox(blend.stats_channel)
+                self._stats_inbox = StatsInbox(blend.stats_channel, self._on_evictions)
             else:
                 log.warning("blending off, every request is a full prefill: %s", reason)
                 self.blending = False
@@ -191,6 +193,10 @@ class Engine:
             on_stats(stats)
         if self.stats_listener is not None:
             self.stats_listener(stats)
+
+    def _on_evictions(self, evictions: StoreEvictions) -> None:
+        if self.evictions_listener is not None:
+            self.evictions_listener(evictions)
 
     async def start_profile(self, name: str) -> None:
         """Start tracing the engine core (needs ``profile_dir``); its trace file names begin

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.chunk_cache import ChunkCache
-from engine.contract import BlendSettings, BlendStats
+from engine.contract import BlendSettings, BlendStats, StoreEvictions
 from engine.model_records import shared_root
 from engine.models.provision import resolve_model
 from engine.platform import resolve_device, resolve_dtype
@@ -198,6 +198,7 @@ async def load(state: AppState, exit_on_failure: bool) -> None:
             state.settler = PrefixSettler(state.chunk_cache, busy)
             state.settler.start()
         engine.stats_listener = lambda stats: _on_blend_stats(state, stats)
+        engine.evictions_listener = lambda evictions: _on_store_evictions(state, evictions)
         state.engine = engine
         state.tokenizer = tokenizer
         state.engine_watch = asyncio.create_task(watch_engine(engine, state), name="engine-watch")
@@ -213,11 +214,18 @@ async def load(state: AppState, exit_on_failure: bool) -> None:
 
 
 def _on_blend_stats(state: AppState, stats: BlendStats) -> None:
-    CHUNK_STORE.update(stats.store)
     if state.kv_status is not None:
-        state.kv_status.observe(stats)
+        state.kv_status.observe(stats.chunk_keys)
+    _on_store_evictions(state, StoreEvictions(stats.evicted_keys, stats.store))
+
+
+def _on_store_evictions(state: AppState, evictions: StoreEvictions) -> None:
+    """After a request's chunks were noted present: evictions were taken after they were stored."""
+    CHUNK_STORE.update(evictions.store)
+    if state.kv_status is not None:
+        state.kv_status.evicted(evictions.evicted_keys)
     if state.learnt_contexts is not None:
-        state.learnt_contexts.forget(stats.evicted_keys)
+        state.learnt_contexts.forget(evictions.evicted_keys)
 
 
 async def watch_engine(engine: Engine, state: AppState) -> None:

@@ -7,6 +7,8 @@ outputs: a request that ends on a stop string is finished by vLLM's front end it
 aborted in the engine, and vLLM's worker -> scheduler channel reports a step's statistics only
 after the requests finishing in that step. The front end reads the socket whenever it becomes
 readable (``watch``) and hands a request its statistics when it finishes (``collect``). The
+worker also posts evictions its store makes between requests (a slower tier's writer making
+room), which the front end hands on as they arrive (``on_evictions``). The
 socket lives in Linux's abstract namespace under a name unique to one engine start: it exists
 exactly as long as the front end holds it, and no other process can remove it (files could be,
 by a second server pointed at the same data dir). Nothing here raises into the engine: a lost
@@ -19,8 +21,9 @@ import asyncio
 import json
 import logging
 import socket
+from collections.abc import Callable
 
-from engine.contract import BlendStats
+from engine.contract import BlendStats, StoreEvictions
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -41,12 +44,16 @@ def _address(channel: str) -> str:
 class StatsInbox:
     """The front end's side: owns the socket; ``collect`` is called when a request finishes."""
 
-    def __init__(self, channel: str) -> None:
+    def __init__(
+        self, channel: str, on_evictions: Callable[[StoreEvictions], None] | None = None
+    ) -> None:
+        """``on_evictions`` is called, on the reading thread, with each eviction report."""
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
         self._socket.bind(_address(channel))
         self._socket.setblocking(False)
         self._received: dict[str, BlendStats] = {}
+        self._on_evictions = on_evictions
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def watch(self) -> None:
@@ -71,12 +78,22 @@ class StatsInbox:
                 log.warning("reading blend statistics failed: %s", exc)
                 break
             try:
-                message = json.loads(data)
-                self._received[str(message["request_id"])] = BlendStats.from_dict(message["stats"])
+                self._take(json.loads(data))
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("dropping a malformed blend statistics message: %s", exc)
         while len(self._received) > MAX_UNCOLLECTED:
             del self._received[next(iter(self._received))]
+
+    def _take(self, message: dict) -> None:
+        if "evictions" in message:
+            evictions = StoreEvictions.from_dict(message["evictions"])
+            if self._on_evictions is not None:
+                try:
+                    self._on_evictions(evictions)
+                except Exception:  # a listener's bug must not cost a request its statistics
+                    log.exception("handling the chunk store's evictions failed")
+            return
+        self._received[str(message["request_id"])] = BlendStats.from_dict(message["stats"])
 
     def collect(self, request_id: str) -> BlendStats | None:
         """The statistics posted for ``request_id`` (removed), or None if it was not blended."""
@@ -100,7 +117,14 @@ class StatsOutbox:
 
     def post(self, request_id: str, stats: BlendStats) -> None:
         """Send ``stats`` under the front end's ``request_id``."""
-        data = json.dumps({"request_id": request_id, "stats": stats.to_dict()}).encode()
+        self._send({"request_id": request_id, "stats": stats.to_dict()})
+
+    def post_evictions(self, evictions: StoreEvictions) -> None:
+        """Send evictions that no request's statistics carry."""
+        self._send({"evictions": evictions.to_dict()})
+
+    def _send(self, message: dict) -> None:
+        data = json.dumps(message).encode()
         try:
             self._socket.sendto(data, self._address)
         except OSError as exc:

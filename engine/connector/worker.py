@@ -66,7 +66,9 @@ class BlendWorker:
         self.fingerprint = ""
         self._compute_rate = ComputeRate()
         self._kv_caches: dict[str, Tensor] = {}
-        self._outbox = StatsOutbox(settings.stats_channel)
+        self._reports = report.Reporter(self.store, StatsOutbox(settings.stats_channel))
+        if ranks.reports and settings.stats_channel:
+            self.store.after_backing_write(self._reports.evictions)
         self._lookup: ChunkLookupServer | None = None
         self._capture: PagedCapture | None = None
         self._prefix = list(settings.chunk_prefix)
@@ -116,25 +118,25 @@ class BlendWorker:
             try:
                 assert self._capture is not None, "the scheduler leaves nothing to a worker without"
                 placement = self._capture.run(job, self.fingerprint)
-                stats = report.captured(job, placement, self.store, self._prefix)
+                stats = report.captured(job, placement, self._prefix)
             except Exception:
                 log.exception("storing the chunks of request %s failed", job.request_id)
                 continue
             if self.ranks.reports and job.plan.stats_id:
-                self._outbox.post(job.plan.stats_id, stats)
+                self._reports.job(job.plan.stats_id, stats)
 
     def run(self, jobs: list[BlendJob]) -> None:
         """Fill every job's claimed slots; raises only if even an exact computation fails."""
         for job in jobs:
             stats = self._run_safely(job)
             if self.ranks.reports and job.plan.stats_id:
-                self._outbox.post(job.plan.stats_id, stats)
+                self._reports.job(job.plan.stats_id, stats)
 
     def close(self) -> None:
         if self._lookup is not None:
             self._lookup.close()
-        self.store.close()
-        self._outbox.close()
+        self.store.close()  # its last writes may post evictions
+        self._reports.close()
 
     def _run_safely(self, job: BlendJob) -> BlendStats:
         """Blend the job; every rank returns after the same attempts and the same fallback."""
@@ -154,7 +156,7 @@ class BlendWorker:
             self._misses.put(self._decoder, job, placement, device)
         except Exception:
             log.exception("storing the chunks of request %s failed", job.request_id)
-        return report.blended(job, placement, result, self.store, self._prefix)
+        return report.blended(job, placement, result, self._prefix)
 
     def _attempt(
         self, job: BlendJob, unreadable: set[ChunkKey]
@@ -181,7 +183,7 @@ class BlendWorker:
     def _run_exact(self, job: BlendJob) -> BlendStats:
         """The claimed region computed exactly, as a full prefill would; nothing is stored."""
         self._fill(job, Placement(), Recipe.exact(), capture=False)
-        return report.fell_back(job, self.store)
+        return report.fell_back(job)
 
     @property
     def _decoder(self) -> VllmDecoder:

@@ -3,7 +3,8 @@
 Everything that crosses from a client request to the connector's worker, and back, has one
 shape defined here: the blend plan (chunk spans and the resolved ``Recipe``) that rides to the
 engine in ``kv_transfer_params``, the chunk evictions that ride the same way, and the typed
-statistics the worker reports for each blended request. The gateway, the precompute client and
+statistics the worker reports for each blended request and for its store's evictions between
+requests. The gateway, the precompute client and
 the benchmarks import this module; the connector decodes what it receives with the same
 functions that encoded it. Nothing here imports vLLM or torch.
 """
@@ -11,7 +12,7 @@ functions that encoded it. Nothing here imports vLLM or torch.
 from engine.contract.plan import BlendPlan, ChunkSpan, Eviction, eviction_params, evictions_in
 from engine.contract.recipe import Recipe
 from engine.contract.settings import BlendSettings, shared_secret
-from engine.contract.stats import BlendStats
+from engine.contract.stats import BlendStats, StoreEvictions
 from engine.contract.types import (
     DEFAULT_BUDGET_MASS,
     DEFAULT_CHECK_LAYERS,
@@ -56,6 +57,7 @@ __all__ = [
     "Metric",
     "Mode",
     "Recipe",
+    "StoreEvictions",
     "eviction_params",
     "evictions_in",
     "parse_check_layer_pairs",

@@ -1,4 +1,5 @@
-"""What the worker reports for each blended request, straight to the front end."""
+"""What the worker reports straight to the front end: each blended request's statistics, and
+the chunk store's evictions that happen between requests."""
 
 from __future__ import annotations
 
@@ -61,3 +62,19 @@ class BlendStats:
     @property
     def cached_tokens(self) -> int:
         return self.reused_tokens + self.prefix_cached_tokens
+
+
+@dataclass(frozen=True)
+class StoreEvictions:
+    """Chunk-store keys that left the worker's store through eviction outside any request (a
+    backing tier's writer made room for a newer entry), with the store's counters after it."""
+
+    evicted_keys: tuple[str, ...]
+    store: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any]) -> StoreEvictions:
+        return cls(tuple(body["evicted_keys"]), dict(body.get("store", {})))

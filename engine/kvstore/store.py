@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import TracebackType
 
 from engine.kvstore.base import KVTier, LayerStream
@@ -24,7 +26,7 @@ from engine.kvstore.redis_tier import RedisTier
 from engine.kvstore.writer import BackingWrites
 
 
-class ChunkKVStore:
+class ChunkKVStore(AbstractContextManager["ChunkKVStore"]):
     """Looks up memory, then entries still waiting to be written, then each backing tier in order.
 
     `put` stores into memory at once and hands the write to every backing tier (disk, Redis, or
@@ -204,6 +206,10 @@ class ChunkKVStore:
             evicted.update(dict.fromkeys(tier.take_evicted(limit_per_tier)))
         return [key for key in evicted if not self.contains(key)]
 
+    def after_backing_write(self, callback: Callable[[], None]) -> None:
+        """Call `callback` on a writer's thread after each entry a backing tier stores."""
+        self._writes.after_write = callback
+
     def flush(self) -> None:
         """Wait until every queued backing write has finished."""
         self._writes.flush()
@@ -234,9 +240,6 @@ class ChunkKVStore:
         self._writes.stop()
         for tier in self._tiers:
             tier.close()
-
-    def __enter__(self) -> ChunkKVStore:
-        return self
 
     def __exit__(
         self,

@@ -110,6 +110,8 @@ class BackingWrites:
         self._counters = counters
         self._lock = threading.Lock()
         self._pending: dict[ChunkKey, _Pending] = {}
+        self.after_write: Callable[[], None] | None = None
+        """Called on a writer's thread after each entry it stored (see `ChunkKVStore`)."""
         self.writers = [
             TierWriter(tier, queue_size, self._write_function(index, tier))
             for index, tier in enumerate(tiers)
@@ -157,6 +159,13 @@ class BackingWrites:
         for writer in self.writers:
             writer.stop()
 
+    def _written(self) -> None:
+        try:
+            if self.after_write is not None:
+                self.after_write()
+        except Exception:  # the writer thread must outlive a faulty callback
+            logger.exception("the chunk KV store's after-write callback failed")
+
     def _write_function(self, index: int, tier: KVTier) -> Write:
         """What tier `index`'s writer does with a queued entry: write it if still wanted."""
 
@@ -170,6 +179,8 @@ class BackingWrites:
                 except Exception:
                     logger.exception("failed to store chunk KV %s in the %s tier", key, tier.name)
                     self._counters.add("write_errors")
+                else:
+                    self._written()
             with self._lock:
                 pending = self._pending.get(key)
                 if pending is not None and pending.entry is entry:

@@ -2,10 +2,12 @@
 
 With every blended request the engine's worker reports the store keys of the chunks it now
 holds (hits and newly stored misses) and of those that left the store through eviction since
-its last report. This collects them as they arrive and applies them to the library in batches,
-off the event loop: a document is ``cached`` only while every one of its chunks is in the store,
-and turns ``cached`` again when a request stores its missing chunks back. What cannot be written
-while the library's database is down is kept and written once it is back (logged once).
+its last report; between requests it reports the evictions a slower tier makes as it writes
+entries in the background. This collects them as they arrive and applies them to the library in
+batches, off the event loop: a document is ``cached`` only while every one of its chunks is in
+the store, and turns ``cached`` again when a request stores its missing chunks back. What cannot
+be written while the library's database is down is kept and written once it is back (logged
+once).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from engine.contract import BlendStats
 from retriever import LibraryStore, LibraryUnavailable, OutageLog
 
 log = logging.getLogger(__name__)
@@ -30,9 +31,14 @@ class KVStatusFollower:
         self._task: asyncio.Task[None] | None = None
         self._outage = OutageLog(log, "recording which chunks are in the chunk store")
 
-    def observe(self, stats: BlendStats) -> None:
-        """Engine listener (event loop): remember what one finished request reported."""
-        self._note(stats.chunk_keys, stats.evicted_keys)
+    def observe(self, present: Iterable[str]) -> None:
+        """Engine listener (event loop): chunks a finished request reported held in the store."""
+        self._note(present, ())
+
+    def evicted(self, keys: Iterable[str]) -> None:
+        """Engine listener (event loop): chunks the store reported evicted, after any request
+        reported them present (as the worker took them after storing that request's chunks)."""
+        self._note((), keys)
 
     def _note(self, present: Iterable[str], evicted: Iterable[str]) -> None:
         for key in present:

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from engine.connector.stats import StatsInbox, StatsOutbox
-from engine.contract import BlendStats
+from engine.contract import BlendStats, StoreEvictions
 
 STATS = BlendStats("blend", 90, 30, 3, 0, 12)
 
@@ -79,3 +79,48 @@ def test_a_watched_inbox_drains_a_burst_larger_than_the_socket_holds() -> None:
     finally:
         inbox.close()
         outbox.close()
+
+
+def test_an_eviction_between_requests_reaches_the_front_end_without_a_request() -> None:
+    """The disk tier evicts as its writer stores a newer entry, after that entry's request has
+    posted its statistics: the worker posts the loss then, and a later request's statistics do
+    not repeat it."""
+    import tempfile
+    import threading
+
+    from engine.connector.report import Reporter
+    from engine.kvstore.disk import DiskTier
+    from engine.kvstore.memory import MemoryTier
+    from engine.kvstore.store import ChunkKVStore
+    from tests.unit.kv_entries import SECRET, key_of, make_entry
+
+    first, second = make_entry(0), make_entry(1)
+    channel = uuid.uuid4().hex
+    arrived: list[StoreEvictions] = []
+    received = threading.Event()
+
+    def on_evictions(evictions: StoreEvictions) -> None:
+        arrived.append(evictions)
+        received.set()
+
+    inbox = StatsInbox(channel, on_evictions)
+    with tempfile.TemporaryDirectory() as folder:
+        disk = DiskTier(folder, SECRET, capacity_bytes=int(1.5 * first.nbytes))
+        store = ChunkKVStore(MemoryTier(first.nbytes // 2), disk)
+        reporter = Reporter(store, StatsOutbox(channel))
+        store.after_backing_write(reporter.evictions)
+        try:
+            for number, entry in enumerate((first, second)):
+                reporter.job(f"req-{number}", STATS)  # posted before the writer stores it
+                store.put(key_of(entry), entry)
+                store.flush()
+            inbox.drain()
+            assert received.is_set()
+            assert [evictions.evicted_keys for evictions in arrived] == [(key_of(first),)]
+            assert arrived[0].store["disk_entries"] == 1
+            reporter.job("req-2", STATS)
+            assert all(inbox.collect(f"req-{n}").evicted_keys == () for n in range(3))
+        finally:
+            store.close()
+            reporter.close()
+            inbox.close()

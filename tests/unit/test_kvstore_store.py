@@ -301,3 +301,36 @@ def test_an_entry_evicted_from_memory_but_kept_on_disk_is_not_lost(tmp_path: Pat
         store.flush()
         assert store.take_lost_keys() == []
         assert store.contains(key_of(first))
+
+
+def test_a_backing_write_that_evicts_calls_back_once_the_loss_can_be_taken(tmp_path: Path) -> None:
+    """A slower tier evicts as its writer stores a newer entry, after the put that queued it has
+    returned: the callback, on the writer's thread, lets the owner report the loss at once."""
+    first, second = make_entry(0), make_entry(1)
+    disk = DiskTier(tmp_path, SECRET, capacity_bytes=int(1.5 * first.nbytes))
+    calls: list[tuple[str, list[ChunkKey]]] = []
+    with ChunkKVStore(MemoryTier(first.nbytes // 2), disk) as store:
+        store.after_backing_write(
+            lambda: calls.append((threading.current_thread().name, store.take_lost_keys()))
+        )
+        store.put(key_of(first), first)
+        store.flush()
+        store.put(key_of(second), second)
+        store.flush()
+    assert [lost for _, lost in calls] == [[], [key_of(first)]]
+    assert all(thread == "chunk-kv-writer-disk" for thread, _ in calls)
+
+
+def test_a_failing_after_write_callback_stops_no_write(tmp_path: Path) -> None:
+    entries = [make_entry(seed) for seed in range(3)]
+
+    def broken() -> None:
+        raise RuntimeError("listener bug")
+
+    with ChunkKVStore(MemoryTier(1), DiskTier(tmp_path, SECRET)) as store:
+        store.after_backing_write(broken)
+        for entry in entries:
+            store.put(key_of(entry), entry)
+        store.flush()
+        assert store.stats()["disk_entries"] == len(entries)
+        assert store.stats()["write_errors"] == 0

@@ -8,7 +8,6 @@ import logging
 
 import numpy as np
 
-from engine.contract import BlendStats
 from gateway.rag.kv_status import KVStatusFollower
 from retriever import EVERY_PROJECT
 from retriever.db.postgres import PgDatabase
@@ -21,8 +20,12 @@ postgres = pg_library_parts.postgres
 database_url = pg_library_parts.database_url
 
 
-def stats(present: tuple[str, ...], evicted: tuple[str, ...] = ()) -> BlendStats:
-    return BlendStats("blend", 0, 0, len(present), 0, 0, chunk_keys=present, evicted_keys=evicted)
+def report(
+    follower: KVStatusFollower, present: tuple[str, ...], evicted: tuple[str, ...] = ()
+) -> None:
+    """What the engine reports with one request: the chunks it holds, then those it lost."""
+    follower.observe(present)
+    follower.evicted(evicted)
 
 
 def test_presence_observed_during_an_outage_is_written_after_it(database_url, postgres, caplog):
@@ -36,14 +39,14 @@ def test_presence_observed_during_an_outage_is_written_after_it(database_url, po
     caplog.set_level(logging.WARNING, logger="gateway.rag.kv_status")
 
     async def scenario() -> None:
-        follower.observe(stats((), evicted=("key-0",)))
+        report(follower, (), evicted=("key-0",))
         await follower.apply()
         assert store.get_document("a", project=EVERY_PROJECT).status == "indexed"
         postgres.stop()
-        follower.observe(stats(("key-0",)))
+        report(follower, ("key-0",))
         await follower.apply()  # fails, kept
-        follower.observe(stats(("key-1",), evicted=("key-0",)))
-        follower.observe(stats(("key-0",)))  # the newest word on key-0: present
+        report(follower, ("key-1",), evicted=("key-0",))
+        report(follower, ("key-0",))  # the newest word on key-0: present
         await follower.apply()
         postgres.start()
         await follower.apply()
