@@ -105,13 +105,31 @@ def checked_rope_spec(rotary: Any) -> RopeSpec | None:
 
 
 def _check_rotation(rotary: Any, spec: RopeSpec, delta: int = 137) -> None:
-    """Rotating keys by ``delta`` must match the model's own rotary embedding at p + delta."""
+    """Rotating keys by ``delta`` must match the model's own rotary embedding at p + delta.
+
+    Computed from a float32 host copy of the model's cos/sin table: the module's `forward_native`
+    would convert its own table in place to this check's dtype and device, and a compiled
+    forward, which reads the table as it was when compiled, would then compute garbage."""
     generator = torch.Generator().manual_seed(0)
     keys = torch.randn(64, spec.head_dim, generator=generator)
     positions = torch.arange(64) * 7
     queries = torch.zeros_like(keys)
-    _, at_p = rotary.forward_native(positions, queries.clone(), keys.clone())
-    _, at_p_delta = rotary.forward_native(positions + delta, queries.clone(), keys.clone())
+    table = rotary.cos_sin_cache.detach().to("cpu", torch.float32, copy=True)
+
+    def rotate(at: Tensor) -> Tensor:
+        _, rotated = rotary.forward_static(
+            at,
+            queries.clone(),
+            keys.clone(),
+            spec.head_dim,
+            spec.rotary_dim,
+            table,
+            spec.is_neox_style,
+        )
+        assert rotated is not None
+        return rotated
+
+    at_p, at_p_delta = rotate(positions), rotate(positions + delta)
     moved = rotate_keys(at_p.view(64, 1, -1).float(), delta, spec).view(64, -1)
     error = float((moved - at_p_delta.float()).norm() / at_p_delta.float().norm())
     if error > ROTATION_TOLERANCE:

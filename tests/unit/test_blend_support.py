@@ -49,6 +49,20 @@ def test_the_models_own_rotary_embedding_passes_the_start_up_check() -> None:
     assert spec is not None and spec.base == 10000.0 and spec.is_neox_style
 
 
+def test_the_check_leaves_the_models_cos_sin_table_as_it_found_it() -> None:
+    """A compiled forward reads the table as it was when compiled: converted in place to the
+    check's float32, it made every answer of a compiled CPU model garbage."""
+    import torch
+
+    rotary = _vllm_rotary().to(torch.bfloat16)
+    rotary.cos_sin_cache = rotary.cos_sin_cache.to(torch.bfloat16)
+    table = rotary.cos_sin_cache
+    before = table.clone()
+    assert checked_rope_spec(rotary) is not None
+    assert rotary.cos_sin_cache is table and table.dtype == torch.bfloat16
+    assert torch.equal(table, before)
+
+
 def test_a_rotation_that_disagrees_with_the_model_is_refused() -> None:
     wrong = RopeSpec(head_dim=64, rotary_dim=64, base=500.0, is_neox_style=True)
     with pytest.raises(UnsupportedModel, match="does not match"):
