@@ -19,6 +19,8 @@ SETTINGS_VARIABLES = (
     "VLLM_CPU_OMP_THREADS_BIND",
     "OMP_NUM_THREADS",
     "VLLM_CPU_NUM_OF_RESERVED_CPU",
+    "VLLM_USE_AOT_COMPILE",
+    "TORCHINDUCTOR_CACHE_DIR",
 )
 """What `prepare_environment` derives from one server's settings into its own process's
 environment: a process that has started an engine leaves these out of the environment of any
@@ -69,6 +71,7 @@ def prepare_environment(
     log_level: str,
     tensor_parallel_size: int = 1,
     reserved_cores: int | None = None,
+    cpu_compile: bool = False,
 ) -> None:
     """Set vLLM's environment before the engine is created; explicit user values win.
 
@@ -82,6 +85,12 @@ def prepare_environment(
     its share of them as threads: every rank spins while it waits in a collective, so ranks
     with a thread per core each starve one another (measured on 2 cores, SmolLM2 split in 3: a
     blended request took 313 s with 2 threads per rank, 17 s with 1).
+
+    A model compiled on CPU (``cpu_compile``) keeps its compiled code in ``cache_dir`` with the
+    rest of the server's data, so a restart loads it: vLLM 0.32 saves an ahead-of-time artifact
+    it cannot load back on CPU (it compiles there with torch's own inductor backend, and loading
+    calls a method only its own backend's functions have), and compiled everything again at
+    every start; without it, inductor's cache under ``cache_dir`` serves the restart.
     """
     cache_dir.mkdir(parents=True, exist_ok=True)
     defaults = {
@@ -101,6 +110,11 @@ def prepare_environment(
             defaults["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
             cores = len(os.sched_getaffinity(0))
             defaults["OMP_NUM_THREADS"] = str(max(1, cores // tensor_parallel_size))
+        if cpu_compile:
+            defaults["VLLM_USE_AOT_COMPILE"] = "0"
+            if _inductor_cache_is_torchs_default():
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            defaults["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir.resolve() / "inductor")
     kv_space = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
     if device == "cpu" and kv_space not in (None, defaults["VLLM_CPU_KVCACHE_SPACE"]):
         log.warning(
@@ -110,6 +124,15 @@ def prepare_environment(
         )
     for name, value in defaults.items():
         os.environ.setdefault(name, value)
+
+
+def _inductor_cache_is_torchs_default() -> bool:
+    """Whether TORCHINDUCTOR_CACHE_DIR holds what torch fills in itself when it is unset (importing
+    vLLM does), rather than a value of the user's."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    value = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    return value is not None and os.path.abspath(value) == os.path.abspath(default_cache_dir())
 
 
 def _numa_nodes() -> int:

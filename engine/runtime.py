@@ -67,6 +67,7 @@ class Engine:
             options.log_level,
             options.tensor_parallel_size,
             options.cpu_reserved_cores,
+            options.cpu_compile,
         )
         from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs

@@ -59,8 +59,10 @@ class EngineSettings(BaseSettings):
         False,
         description="On CPU, compile the model (torch.compile, as `vllm serve` does by default): "
         "decoding about 1.2x faster on 2 cores (docs/benchmarks.md), for a minute or more of "
-        "compiling at every start; off: eager, as before. GPUs always compile. Compiled, blending "
-        "and full prefills answer as eager ones do (`tests/integration/test_cpu_compile.py`).",
+        "compiling at the first start on a data directory; the compiled code is kept under "
+        "`<data_dir>/vllm/inductor` and a restart loads it. Off: eager. GPUs always compile. "
+        "Compiled, blending and full prefills answer as eager ones do "
+        "(`tests/integration/test_cpu_compile.py`).",
     )
     max_num_seqs: int = Field(16, ge=1, description="Sequences the engine batches at once.")
     tensor_parallel_size: int = Field(

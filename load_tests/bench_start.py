@@ -7,7 +7,11 @@ the three in turn, so a machine's drift falls on all of them alike; the first is
 For the start without records the shared records are moved aside and put back afterwards: run it
 while no other server uses the models directory.
 
-Usage: python -m load_tests.bench_start [--model NAME] [--models-dir DIR] [--rounds N] [--out STEM]
+With ``--cpu-compile`` every server compiles its model (`RAGBLEND_CPU_COMPILE`): the two new
+data directories compile it from nothing, the restart finds its compiled code kept.
+
+Usage: python -m load_tests.bench_start [--model NAME] [--models-dir DIR] [--rounds N]
+    [--cpu-compile] [--out STEM]
 """
 
 from __future__ import annotations
@@ -67,9 +71,10 @@ def one_round(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_arguments(parser)
+    parser.add_argument("--cpu-compile", action="store_true", help="servers compile the model")
     parser.add_argument("--out", default=scratch("start"))
     args = parse_rounds(parser)
-    environment = bench_environment(args)
+    environment = bench_environment(args, RAGBLEND_CPU_COMPILE=str(args.cpu_compile).lower())
     models_dir = Path(args.models_dir).resolve()
     rounds: list[list[float]] = []
     stops: list[float] = []
@@ -87,6 +92,7 @@ def main() -> None:
     print(f"stop (SIGINT to exit, every start): median {statistics.median(stops):.1f} s")
     document = {
         "model": args.model,
+        "cpu_compile": args.cpu_compile,
         "rounds": args.rounds,
         "seconds": {kind: [r[i] for r in rounds] for i, kind in enumerate(KINDS)},
         "median_s": medians,

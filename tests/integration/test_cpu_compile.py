@@ -1,10 +1,12 @@
 """`RAGBLEND_CPU_COMPILE`: the model compiled on CPU (vLLM's own default there) still blends,
-and recomputing every token still gives the full prefill's answer."""
+recomputing every token still gives the full prefill's answer, and a restart on the same data
+directory loads the compiled code instead of compiling again."""
 
 from __future__ import annotations
 
 import platform
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,11 +19,19 @@ from tests.integration.conftest import Server, running_server
 pytestmark = pytest.mark.integration
 
 
+COMPILED = {"RAGBLEND_CPU_COMPILE": "true"}
+
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    settings = {"RAGBLEND_CPU_COMPILE": "true"}
-    with running_server(tmp_path_factory.mktemp("compiled"), settings) as server:
+    with running_server(tmp_path_factory.mktemp("compiled"), COMPILED) as server:
         yield server
+
+
+def compiled_code(data_dir: Path) -> dict[Path, int]:
+    """Inductor's files kept under the data directory, with their modification times."""
+    cache = data_dir / "vllm" / "inductor"
+    return {path: path.stat().st_mtime_ns for path in cache.rglob("*") if path.is_file()}
 
 
 def cpu_model() -> str:
@@ -41,3 +51,20 @@ def test_a_compiled_model_blends_and_ratio_one_matches_its_full_prefill(compiled
     assert blended["blend"]["chunks_hit"] == len(CAPITALS)
     assert first_sentence(blended) == first_sentence(full)
     assert divergence(first_token_distribution(full), first_token_distribution(blended)) < 0.05
+
+
+def test_a_restart_on_the_same_data_directory_compiles_nothing_again(compiled: Server) -> None:
+    documents = [capital_document("Italy", "Rome")]
+    before = ask_capital(compiled, "Italy", documents, "full")
+    kept = compiled_code(compiled.data_dir)
+    assert kept, "the compiled code is not kept with the server's data"
+    assert compiled.process is not None
+    compiled.process.send_signal(signal.SIGINT)
+    compiled.process.wait(timeout=60)
+    started = compiled.log.stat().st_size
+    with running_server(compiled.data_dir, COMPILED) as restarted:
+        after = ask_capital(restarted, "Italy", documents, "full")
+        restart_log = compiled.log.read_text(errors="replace")[started:]
+    assert first_sentence(after) == first_sentence(before)
+    assert "Compiling model again" not in restart_log
+    assert compiled_code(compiled.data_dir) == kept, "the restart compiled the model again"

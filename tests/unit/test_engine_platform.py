@@ -76,11 +76,43 @@ def test_every_variable_derived_from_settings_is_listed_for_launchers(
     clean_environment: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     before = dict(os.environ)
-    prepare_environment("cpu", tmp_path, 1.0, "info", tensor_parallel_size=64, reserved_cores=1)
+    prepare_environment(
+        "cpu", tmp_path, 1.0, "info", tensor_parallel_size=64, reserved_cores=1, cpu_compile=True
+    )
     derived = {name for name, value in os.environ.items() if before.get(name) != value}
     constant = {"VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK", "HF_HUB_OFFLINE"}
     constant |= {"TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM"}
     assert derived - constant == set(SETTINGS_VARIABLES)
+
+
+def test_a_compiled_cpu_model_keeps_its_compiled_code_with_the_servers_data(
+    clean_environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    prepare_environment("cpu", tmp_path, 1.0, "info")
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ  # eager: nothing compiled to keep
+    assert "VLLM_USE_AOT_COMPILE" not in os.environ
+    prepare_environment("cpu", tmp_path, 1.0, "info", cpu_compile=True)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path.resolve() / "inductor")
+    assert os.environ["VLLM_USE_AOT_COMPILE"] == "0"  # vLLM 0.32 cannot load its CPU artifact
+
+
+def test_torchs_own_default_compile_cache_is_not_taken_for_the_users(
+    clean_environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    cache_dir()  # what importing vLLM does: fills in torch's default under /tmp
+    prepare_environment("cpu", tmp_path, 1.0, "info", cpu_compile=True)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path.resolve() / "inductor")
+
+
+def test_the_users_own_compile_cache_wins(
+    clean_environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    os.environ.update(TORCHINDUCTOR_CACHE_DIR="/elsewhere", VLLM_USE_AOT_COMPILE="1")
+    prepare_environment("cpu", tmp_path, 1.0, "info", cpu_compile=True)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/elsewhere"
+    assert os.environ["VLLM_USE_AOT_COMPILE"] == "1"
 
 
 AVX2_EPYC = (
