@@ -47,7 +47,8 @@ class StatsInbox:
     def __init__(
         self, channel: str, on_evictions: Callable[[StoreEvictions], None] | None = None
     ) -> None:
-        """``on_evictions`` is called, on the reading thread, with each eviction report."""
+        """``on_evictions`` is called with each eviction report where the socket is read (the
+        event loop, once watching)."""
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
         self._socket.bind(_address(channel))
