@@ -34,11 +34,15 @@ def cpu_layer(dtype: torch.dtype, block_size: int, isa: str | None = None) -> Si
     return layer
 
 
-def written_and_read(layer: SimpleNamespace, dtype: torch.dtype, block_size: int) -> None:
-    """A chunk straddling four scattered blocks reads back as written."""
+def written_and_read(
+    layer: SimpleNamespace, dtype: torch.dtype, block_size: int, strided: bool = True
+) -> None:
+    """A chunk straddling four scattered blocks reads back as written; ``strided``: read as
+    strided views (else by gathering each element)."""
     cache = torch.zeros(9, KV_HEADS, block_size, 2 * DIM, dtype=dtype)
     layout = BlockLayout.learn(layer, cache)
     assert layout is not None
+    assert (layout.strided is not None) == strided
     num_tokens = 3 * block_size + 5
     block_ids = torch.tensor([7, 2, 5, 0])  # the request's blocks, in prompt order
     positions = torch.arange(num_tokens)
@@ -101,3 +105,21 @@ def test_a_plain_layout_is_learnt_too() -> None:
 
     layer = SimpleNamespace(impl=SimpleNamespace(do_kv_cache_update=plain))
     written_and_read(layer, torch.float32, 16)
+
+
+def test_a_layout_with_no_strided_form_is_read_element_by_element() -> None:
+    """Each block's elements scattered by a fixed random permutation: no view places them, the
+    read gathers them and still gets what was written."""
+    size = 16
+    scatter = torch.randperm(2 * size * KV_HEADS * DIM, generator=torch.Generator().manual_seed(4))
+
+    def scrambled(_layer, key, value, kv_cache, slots) -> None:
+        blocks = kv_cache.view(kv_cache.shape[0], -1)
+        for row, slot in enumerate(slots.tolist()):
+            block, at = divmod(slot, size)
+            for half, source in enumerate((key, value)):
+                logical = torch.arange(KV_HEADS * DIM) + (half * size + at) * KV_HEADS * DIM
+                blocks[block, scatter[logical]] = source[row].flatten()
+
+    layer = SimpleNamespace(impl=SimpleNamespace(do_kv_cache_update=scrambled))
+    written_and_read(layer, torch.float32, size, strided=False)
