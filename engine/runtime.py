@@ -7,7 +7,7 @@ import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,42 +15,14 @@ from engine.connector.stats import StatsInbox
 from engine.contract import BlendPlan, BlendSettings, BlendStats, StoreEvictions
 from engine.model_records import shared_model_records
 from engine.model_support import blending_unsupported_reason, tensor_parallel_problem
-from engine.platform import Device, prepare_environment
+from engine.options import EngineOptions
+from engine.platform import prepare_environment
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
     from vllm.outputs import RequestOutput
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    model_dir: Path
-    device: Device
-    cache_dir: Path
-    max_model_len: int
-    dtype: str
-    kv_cache_gib: float
-    gpu_memory_utilization: float
-    enable_prefix_caching: bool
-    max_num_seqs: int
-    cpu_compile: bool = False
-    """Compile the model on CPU too (vLLM compiles on GPUs; on CPU it costs time at start)."""
-    tensor_parallel_size: int = 1
-    cpu_reserved_cores: int | None = None
-    """Cores left to the scheduler and front end (`prepare_environment`); None: vLLM's rule."""
-    blend: BlendSettings | None = None
-    log_level: str = "info"
-    served_model_name: str | None = None
-    """The ``model_name`` label of vLLM's metrics; None: the model folder's path."""
-    shared_records_dir: Path | None = None
-    """A directory the servers of this machine share (the gateway's: beside the models), where
-    vLLM's records of model classes are kept between data directories
-    (`engine/model_records.py`); None: each cache directory makes its own."""
-    profile_dir: Path | None = None
-    """Where vLLM's torch profiler writes the engine core's traces (``start_profile``); None:
-    profiling off. For benchmarks (load_tests/profile_blend.py), not for serving."""
 
 
 class Engine:
@@ -71,6 +43,7 @@ class Engine:
         )
         from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.options = options
@@ -96,6 +69,7 @@ class Engine:
             max_model_len=options.max_model_len,
             enable_prefix_caching=options.enable_prefix_caching,
             max_num_seqs=options.max_num_seqs,
+            max_num_batched_tokens=options.max_num_batched_tokens,
             tensor_parallel_size=options.tensor_parallel_size,
             enforce_eager=options.device == "cpu" and not options.cpu_compile,
             gpu_memory_utilization=options.gpu_memory_utilization,
@@ -112,7 +86,11 @@ class Engine:
         log.info("starting vLLM on %s with %s", options.device, options.model_dir)
         cache_root = Path(os.environ["VLLM_CACHE_ROOT"]).expanduser()  # the user's, or `cache_dir`
         with shared_model_records(cache_root, options.shared_records_dir):
-            self._llm = AsyncLLM.from_engine_args(args, stat_loggers=_stat_loggers())
+            # As `vllm serve`: its defaults for the hardware (the step budget: 2,048 tokens per
+            # CPU process, 8,192 on an H100 or H200; an embedded engine's would be 2,048 on all)
+            self._llm = AsyncLLM.from_engine_args(
+                args, usage_context=UsageContext.OPENAI_API_SERVER, stat_loggers=_stat_loggers()
+            )
         self._sampling_defaults: dict[str, Any] | None = None
 
     @property

@@ -18,8 +18,9 @@ from engine.chunk_cache import ChunkCache
 from engine.contract import BlendSettings, BlendStats, StoreEvictions
 from engine.model_records import shared_root
 from engine.models.provision import resolve_model
+from engine.options import EngineOptions
 from engine.platform import resolve_device, resolve_dtype
-from engine.runtime import Engine, EngineOptions
+from engine.runtime import Engine
 from gateway.http.engine_watch import exit_after_engine_death, wait_for_engine_death
 from gateway.http.library_metrics import LIBRARY_PROGRESS
 from gateway.http.startup_heap import freeze_loaded_heap
@@ -70,6 +71,7 @@ def engine_options(settings: Settings, model_dir: Path, tokenizer: Any) -> Engin
         gpu_memory_utilization=settings.gpu_memory_utilization,
         enable_prefix_caching=settings.enable_prefix_caching,
         max_num_seqs=settings.max_num_seqs,
+        max_num_batched_tokens=settings.max_num_batched_tokens,
         cpu_compile=settings.cpu_compile,
         tensor_parallel_size=settings.tensor_parallel_size,
         cpu_reserved_cores=settings.cpu_reserved_cores,

@@ -43,8 +43,9 @@ def start_engine(
     from engine.contract import BlendSettings
     from engine.model_records import shared_root
     from engine.models.provision import resolve_model
+    from engine.options import EngineOptions
     from engine.platform import resolve_device, resolve_dtype
-    from engine.runtime import Engine, EngineOptions
+    from engine.runtime import Engine
     from gateway.rag.chunked_prompt import chunk_prefix
 
     model_dir = resolve_model(model, models_dir)
