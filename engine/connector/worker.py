@@ -117,7 +117,11 @@ class BlendWorker:
         for job in jobs:
             try:
                 assert self._capture is not None, "the scheduler leaves nothing to a worker without"
+                started = time.perf_counter()
                 placement = self._capture.run(job, self.fingerprint)
+                log.debug("stored %d chunks of request %s from the paged cache in %.1f ms",
+                          len(placement.captures), job.request_id,
+                          (time.perf_counter() - started) * 1e3)  # fmt: skip
                 stats = report.captured(job, placement, self._prefix)
             except Exception:
                 log.exception("storing the chunks of request %s failed", job.request_id)
