@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 from typing import Any
 
@@ -142,6 +142,50 @@ async def test_a_stop_signal_drains_before_uvicorn_stops() -> None:
     assert server.should_exit and not server.force_exit
 
 
+@pytest.fixture
+def sigterm_kept_from_pytest() -> Iterator[None]:
+    """uvicorn raises the signal that stopped it again once stopped: here it must not end the
+    test run, so SIGTERM does nothing meanwhile (uvicorn's own handler is in place while it
+    serves)."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+async def _serving(timeout_s: float) -> tuple[GracefulServer, Settings, asyncio.Task[None]]:
+    settings = Settings(model="m", port=free_port())
+    server = GracefulServer(server_config(plain_text_app, settings), Shutdown(timeout_s))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    return server, settings, serving
+
+
+@pytest.mark.usefixtures("sigterm_kept_from_pytest")
+async def test_with_no_connection_open_the_drain_ends_after_a_quiet_second() -> None:
+    server, _, serving = await _serving(timeout_s=8.0)  # a 4 s drain
+    started = time.monotonic()
+    server.handle_exit(signal.SIGTERM, None)
+    await asyncio.wait_for(serving, 3.0)
+    assert 1.0 <= time.monotonic() - started < 3.0
+
+
+@pytest.mark.usefixtures("sigterm_kept_from_pytest")
+async def test_a_kept_alive_connection_keeps_the_drain_going_until_it_closes() -> None:
+    server, settings, serving = await _serving(timeout_s=8.0)
+    reader, writer = await asyncio.open_connection("127.0.0.1", settings.port)
+    writer.write(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+    await writer.drain()
+    await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 5)  # served, kept alive
+    server.handle_exit(signal.SIGTERM, None)
+    await asyncio.sleep(2.0)
+    assert not server.should_exit  # the connection is open: its client may send on it
+    writer.close()
+    closed = time.monotonic()
+    await asyncio.wait_for(serving, 3.0)
+    assert time.monotonic() - closed >= 1.0
+
+
 async def test_a_second_signal_ends_the_drain_at_once() -> None:
     shutdown = Shutdown(timeout_s=8.0)
     server = GracefulServer(uvicorn.Config(_no_app), shutdown)
@@ -208,11 +252,7 @@ async def _response_start(app: Any) -> tuple[dict, list[dict]]:
 async def test_a_kept_alive_connection_outlives_the_clients_idle_expiry() -> None:
     """uvicorn's own default (5 s) closes an idle connection just when an httpx client (5 s too)
     may send on it; `RAGBLEND_KEEP_ALIVE_S` keeps it longer, so the client is the one to close."""
-    settings = Settings(model="m", port=free_port())
-    server = GracefulServer(server_config(plain_text_app, settings), Shutdown(timeout_s=1.0))
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
+    server, settings, serving = await _serving(timeout_s=1.0)
     reader, writer = await asyncio.open_connection("127.0.0.1", settings.port)
     for pause in (0.0, 5.5):
         await asyncio.sleep(pause)
