@@ -36,9 +36,9 @@ def selective_attention(
     q: [num_selected, num_heads, head_dim] at prompt positions `query_positions` (ascending,
     distinct, each < num_ctx_tokens); k, v: [num_ctx_tokens, num_kv_heads, head_dim] for
     positions 0..num_ctx_tokens-1. num_heads must be a multiple of num_kv_heads (query head h
-    reads KV head h // (num_heads // num_kv_heads)). Computed in fp32 (on a GPU, by fused
-    kernels that take q's dtype and accumulate in fp32); returns [num_selected, num_heads,
-    head_dim] in q's dtype.
+    reads KV head h // (num_heads // num_kv_heads)). Computed by torch's fused kernels in q's
+    dtype, which accumulate in fp32 (on the CPU a dtype other than bf16 in fp32); returns
+    [num_selected, num_heads, head_dim] in q's dtype.
 
     ``tail`` says, where the caller knows, whether the queries are the keys' last positions (a
     run ending at the last key): a GPU then reads nothing back (True: the causal kernel; False:
@@ -67,8 +67,8 @@ def selective_attention(
 
 def _every_position(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
     """Every position's query: one causal pass over grouped heads as they are, the call a
-    Hugging Face forward makes without padding (in fp32 on the CPU)."""
-    dtype = q.dtype if q.is_cuda else torch.float32
+    Hugging Face forward makes without padding."""
+    dtype = q.dtype if q.is_cuda else _cpu_dtype(q.dtype)
     groups = q.shape[1] // k.shape[1]
     if q.is_cuda and dtype == torch.float32 and groups > 1:
         # flash reads grouped heads but takes no fp32; the memory-efficient kernel reads no groups
@@ -124,9 +124,10 @@ def _fused_kernel_attention(
 
 
 def _cpu_attention(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, scale: float) -> Tensor:
-    """``selective_attention`` on the CPU, in fp32 through torch's fused CPU kernel, in blocks
+    """``selective_attention`` on the CPU through torch's fused CPU kernel, in blocks
     of queries with an exact mask."""
-    keys, values = (x.float().transpose(0, 1)[None] for x in (k, v))
+    dtype = _cpu_dtype(q.dtype)
+    keys, values = (x.to(dtype).transpose(0, 1)[None] for x in (k, v))
     gqa = q.shape[1] != k.shape[1]
     blocks = []
     for start in range(0, q.shape[0], QUERY_BLOCK):
@@ -135,7 +136,7 @@ def _cpu_attention(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, scale: fl
         visible = int(block_positions[-1]) + 1
         blocks.append(
             F.scaled_dot_product_attention(
-                q[start : start + QUERY_BLOCK].float().transpose(0, 1)[None],
+                q[start : start + QUERY_BLOCK].to(dtype).transpose(0, 1)[None],
                 keys[:, :, :visible],
                 values[:, :, :visible],
                 attn_mask=causal_mask(block_positions, visible),
@@ -145,3 +146,9 @@ def _cpu_attention(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, scale: fl
         )
     out = torch.cat(blocks, dim=2)
     return out[0].transpose(0, 1).to(q.dtype)
+
+
+def _cpu_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What the CPU kernel computes in: bf16 as it is (its flash kernel accumulates in fp32, as
+    the engine's own prefill does; twice as fast as converting to fp32 first), else fp32."""
+    return dtype if dtype == torch.bfloat16 else torch.float32
