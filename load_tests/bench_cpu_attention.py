@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -25,12 +24,15 @@ import torch
 from torch import Tensor
 
 from engine.blend.attention import selective_attention
-from load_tests.bench_blend_maths import GEOMETRIES
+from load_tests.bench_blend_maths import GEOMETRIES, timed
 from load_tests.report import format_grid, output_path, scratch, write_json
 
+Case = tuple[Tensor, Tensor, Tensor, Tensor, bool]
+"""q, k, v (bf16, one layer's shapes), the queries' positions, and whether they end the keys."""
 
-def cases(tokens: int, heads: int, kv_heads: int, head_dim: int) -> dict[str, tuple[Tensor, ...]]:
-    """Each case's (q, k, v, query positions, tail) as bf16 tensors of one layer's shapes."""
+
+def cases(tokens: int, heads: int, kv_heads: int, head_dim: int) -> dict[str, Case]:
+    """The cases the blend takes, by name, over one set of keys and values."""
     generator = torch.Generator().manual_seed(0)
 
     def random(*shape: int) -> Tensor:
@@ -38,11 +40,11 @@ def cases(tokens: int, heads: int, kv_heads: int, head_dim: int) -> dict[str, tu
 
     k, v = random(tokens, kv_heads, head_dim), random(tokens, kv_heads, head_dim)
     every = torch.arange(tokens)
-    shapes: dict[str, tuple[Tensor, ...]] = {"every position (causal)": (every, torch.tensor(1))}
+    shapes: dict[str, tuple[Tensor, bool]] = {"every position (causal)": (every, True)}
     for share in (0.15, 0.55):
         picked = torch.randperm(tokens, generator=generator)[: int(tokens * share)]
-        shapes[f"{share:.0%} of the prompt, scattered"] = (picked.sort().values, torch.tensor(0))
-    shapes["a chunk's last quarter behind the rest"] = (every[-tokens // 4 :], torch.tensor(1))
+        shapes[f"{share:.0%} of the prompt, scattered"] = (picked.sort().values, False)
+    shapes["a chunk's last quarter behind the rest"] = (every[-tokens // 4 :], True)
     return {
         name: (random(len(positions), heads, head_dim), k, v, positions, tail)
         for name, (positions, tail) in shapes.items()
@@ -50,29 +52,22 @@ def cases(tokens: int, heads: int, kv_heads: int, head_dim: int) -> dict[str, tu
 
 
 def compare(tokens: int, geometry: str, repeats: int) -> dict[str, dict[str, Any]]:
-    """Per case: the medians of ``repeats`` timed runs of each way (in turn, after a warm-up)
-    in milliseconds, fp32's time over bf16's, and the largest difference between the two
-    outputs relative to the largest fp32 output."""
+    """Per case: the medians of ``repeats`` timed runs of each way (``timed``) in
+    milliseconds, fp32's time over bf16's, and the largest difference between the two outputs
+    relative to the largest fp32 output."""
     hidden, heads, kv_heads, _layers, _mlp = GEOMETRIES[geometry]
     head_dim = hidden // heads
     scale = head_dim**-0.5
     results = {}
     for name, (q, k, v, positions, tail) in cases(tokens, heads, kv_heads, head_dim).items():
-        attend = partial(selective_attention, query_positions=positions, scale=scale,
-                         tail=bool(tail))  # fmt: skip
+        attend = partial(selective_attention, query_positions=positions, scale=scale, tail=tail)
         ways: dict[str, Callable[[], Tensor]] = {
             "bf16": partial(attend, q, k, v),
             "fp32": partial(_in_fp32, attend, q, k, v),
         }
-        times: dict[str, list[float]] = {way: [] for way in ways}
-        outputs = {}
-        for round_ in range(repeats + 1):
-            for way, call in ways.items():
-                began = time.perf_counter()
-                outputs[way] = call()
-                if round_:
-                    times[way].append((time.perf_counter() - began) * 1000)
+        times = timed(ways, torch.device("cpu"), repeats)
         medians = {way: statistics.median(runs) for way, runs in times.items()}
+        outputs = {way: call() for way, call in ways.items()}
         reference = outputs["fp32"].float()
         difference = (outputs["bf16"].float() - reference).abs().max() / reference.abs().max()
         results[name] = {
