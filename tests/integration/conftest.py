@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -87,18 +87,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+def _wait_ready(server: Server) -> None:
+    assert server.process is not None
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"server exited with {process.returncode}:\n{_log_excerpt(log)}")
+        if server.process.poll() is not None:
+            code = server.process.returncode
+            pytest.fail(f"server exited with {code}:\n{_log_excerpt(server.log)}")
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+            if httpx.get(f"{server.url}/health", timeout=2).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         time.sleep(1)
-    pytest.fail(f"server not ready after {STARTUP_SECONDS}s:\n{_log_excerpt(log)}")
+    pytest.fail(f"server not ready after {STARTUP_SECONDS}s:\n{_log_excerpt(server.log)}")
 
 
 def _log_excerpt(log: Path) -> str:
@@ -118,10 +120,8 @@ def engine_core_pids(pid: int) -> list[int]:
     return [child for child in children if "EngineCor" in Path(f"/proc/{child}/comm").read_text()]
 
 
-@contextmanager
-def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
-    """``ragblend serve`` in a subprocess on SmolLM2 with ``data_dir``, until the block ends;
-    ``extra_env`` adds or overrides settings."""
+def _launch(data_dir: Path, extra_env: dict[str, str] | None) -> Server:
+    """``ragblend serve`` started in a subprocess on SmolLM2 with ``data_dir``, not yet ready."""
     models_dir = Path(os.environ.get("RAGBLEND_MODELS_DIR", REPO / "data" / "models"))
     log = data_dir / "server.log"
     port = _free_port()
@@ -141,23 +141,53 @@ def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> I
         # Too small to hold any chunk: every cached chunk is read back from the disk tier.
         "RAGBLEND_CHUNK_CACHE_MEMORY_GIB": "0.0001",
         # A stop drains kept-alive connections for half of this (4 s at the default 8 s) before
-        # the engine stops; the drain is tested in test_shutdown.py and test_gateway_shutdown.py.
-        "RAGBLEND_SHUTDOWN_TIMEOUT": os.environ.get("RAGBLEND_SHUTDOWN_TIMEOUT", "2"),
+        # the engine stops; the drain is tested in test_server_lives.py and
+        # test_gateway_shutdown.py.
+        "RAGBLEND_SHUTDOWN_TIMEOUT": "2",
         **(extra_env or {}),
     }
     command = [sys.executable, "-m", "gateway.cli.main", "serve", "--port", str(port)]
     with log.open("ab") as sink:
         process = subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink)
     url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(url, process, log)
-        yield Server(url, TEST_MODEL, API_KEY, log, models_dir, data_dir, process)
-    finally:
+    return Server(url, TEST_MODEL, API_KEY, log, models_dir, data_dir, process)
+
+
+def _stop(servers: list[Server]) -> None:
+    """SIGINT to every server at once, then each given a minute to exit."""
+    processes = [server.process for server in servers if server.process is not None]
+    for process in processes:
         process.send_signal(signal.SIGINT)
+    for process in processes:
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@contextmanager
+def running_servers(
+    *setups: tuple[Path, dict[str, str] | None],
+) -> Iterator[list[Server]]:
+    """One server per ``(data_dir, extra_env)`` until the block ends, all started at once: a
+    start is mostly one core's work of imports, so on 2 cores two take little longer than one."""
+    servers: list[Server] = []
+    try:
+        for data_dir, extra_env in setups:
+            servers.append(_launch(data_dir, extra_env))
+        for server in servers:
+            _wait_ready(server)
+        yield servers
+    finally:
+        _stop(servers)
+
+
+@contextmanager
+def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
+    """``ragblend serve`` in a subprocess on SmolLM2 with ``data_dir``, until the block ends;
+    ``extra_env`` adds or overrides settings."""
+    with running_servers((data_dir, extra_env)) as (server,):
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -206,7 +236,6 @@ def replicas(
         "RAGBLEND_CHUNK_CACHE_REDIS_URL": redis_server.url,
         "RAGBLEND_CHUNK_CACHE_SECRET": secrets.token_hex(32),
     }
-    with ExitStack() as stack:
-        first = stack.enter_context(running_server(tmp_path_factory.mktemp("a"), shared))
-        second = stack.enter_context(running_server(tmp_path_factory.mktemp("b"), shared))
+    setups = [(tmp_path_factory.mktemp(name), shared) for name in ("a", "b")]
+    with running_servers(*setups) as (first, second):
         yield first, second

@@ -1,11 +1,10 @@
-"""Ingest, retrieval, precompute, delete, restart and bad input against the real server."""
+"""Ingest, retrieval, precompute, delete and bad input against the real server."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,48 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.conftest import MAX_DOCUMENT_BYTES, Server, running_server
+from tests.integration.conftest import MAX_DOCUMENT_BYTES, Server
+from tests.integration.library_documents import ask, fact, ingest, wait_for_status
 
 pytestmark = pytest.mark.integration
-
-FILLER = "Its people farm the valleys, trade by river and hold a market every spring. "
-
-
-def _fact(place: str, city: str) -> str:
-    return f"The capital of {place} is {city}.\n\n" + FILLER * 6
-
-
-def _ingest(client: httpx.Client, *documents: dict[str, Any]) -> list[dict[str, Any]]:
-    reply = client.post("/v1/documents", json={"documents": list(documents)})
-    assert reply.status_code == 200, reply.text
-    return reply.json()["data"]
 
 
 def _total(client: httpx.Client) -> int:
     return client.get("/v1/documents").json()["total"]
-
-
-def _wait_for_status(client: httpx.Client, document_id: str, status: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        document = client.get(f"/v1/documents/{document_id}").json()
-        if document["status"] == status:
-            return document
-        time.sleep(0.2)
-    raise AssertionError(f"{document_id} never became {status}: {document}")
-
-
-def _ask(client: httpx.Client, server: Server, question: str, **retrieval: Any) -> dict[str, Any]:
-    body = {
-        "model": server.model,
-        "messages": [{"role": "user", "content": question}],
-        "retrieval": {"top_k": 2, **retrieval},
-        "max_tokens": 16,
-        "temperature": 0,
-    }
-    reply = client.post("/v1/chat/completions", json=body)
-    assert reply.status_code == 200, reply.text
-    return reply.json()
 
 
 def _precomputed(server: Server, result: str) -> float:
@@ -68,15 +33,15 @@ def _precomputed(server: Server, result: str) -> float:
 
 def test_ingest_then_ask_retrieves_the_chunk_and_answers_from_it(server: Server) -> None:
     with server.client() as client:
-        ingested = _ingest(
+        ingested = ingest(
             client,
-            {"id": "freedonia", "text": _fact("Freedonia", "Fredville")},
-            {"id": "sylvania", "text": _fact("Sylvania", "Sylvaport")},
+            {"id": "freedonia", "text": fact("Freedonia", "Fredville")},
+            {"id": "sylvania", "text": fact("Sylvania", "Sylvaport")},
         )
         assert [doc["status"] for doc in ingested] == ["indexed", "indexed"]
-        cached = _wait_for_status(client, "freedonia", "cached")
+        cached = wait_for_status(client, "freedonia", "cached")
         assert cached["num_chunks"] >= 1
-        reply = _ask(client, server, "What is the capital of Freedonia?")
+        reply = ask(client, server, "What is the capital of Freedonia?")
     sources = reply["retrieval"]
     assert sources[0]["document_id"] == "freedonia"
     assert sources[0]["chunk_index"] == 0
@@ -86,45 +51,45 @@ def test_ingest_then_ask_retrieves_the_chunk_and_answers_from_it(server: Server)
 
 
 def test_same_content_is_not_stored_twice(server: Server) -> None:
-    text = _fact("Gondor", "Minas Tirith")
+    text = fact("Gondor", "Minas Tirith")
     with server.client() as client:
-        first = _ingest(client, {"text": text})[0]
+        first = ingest(client, {"text": text})[0]
         total = _total(client)
-        again = _ingest(client, {"text": text})[0]
+        again = ingest(client, {"text": text})[0]
         assert again["id"] == first["id"]
         assert again["created"] is False
         assert _total(client) == total
 
 
 def test_delete_removes_the_document_from_retrieval_and_its_chunk_kv(server: Server) -> None:
-    text = _fact("Atlantis", "Poseidonia")
+    text = fact("Atlantis", "Poseidonia")
     with server.client() as client:
-        document_id = _ingest(client, {"id": "atlantis", "text": text})[0]["id"]
-        _wait_for_status(client, document_id, "cached")
+        document_id = ingest(client, {"id": "atlantis", "text": text})[0]["id"]
+        wait_for_status(client, document_id, "cached")
         assert client.delete(f"/v1/documents/{document_id}").status_code == 200
         assert client.get(f"/v1/documents/{document_id}").status_code == 404
         assert client.delete(f"/v1/documents/{document_id}").status_code == 404
-        reply = _ask(client, server, "What is the capital of Atlantis?")
+        reply = ask(client, server, "What is the capital of Atlantis?")
         assert all(source["document_id"] != document_id for source in reply["retrieval"])
         # Re-ingested, the chunk must be computed again: its stored KV went with the document.
         misses = _precomputed(server, "miss")
-        _ingest(client, {"id": "atlantis", "text": text})
-        _wait_for_status(client, "atlantis", "cached")
+        ingest(client, {"id": "atlantis", "text": text})
+        wait_for_status(client, "atlantis", "cached")
         assert _precomputed(server, "miss") > misses
 
 
 def test_ingest_and_questions_run_concurrently(server: Server) -> None:
-    def ingest(index: int) -> list[dict[str, Any]]:
+    def ingest_one(index: int) -> list[dict[str, Any]]:
         with server.client() as client:
-            return _ingest(client, {"text": _fact(f"Province {index}", f"Town {index}")})
+            return ingest(client, {"text": fact(f"Province {index}", f"Town {index}")})
 
-    def ask(_: int) -> dict[str, Any]:
+    def ask_one(_: int) -> dict[str, Any]:
         with server.client() as client:
-            return _ask(client, server, "What is the capital of Sylvania?")
+            return ask(client, server, "What is the capital of Sylvania?")
 
     with ThreadPoolExecutor(max_workers=6) as pool:
-        ingests = [pool.submit(ingest, index) for index in range(4)]
-        answers = [pool.submit(ask, index) for index in range(4)]
+        ingests = [pool.submit(ingest_one, index) for index in range(4)]
+        answers = [pool.submit(ask_one, index) for index in range(4)]
         assert all(future.result()[0]["created"] for future in ingests)
         assert all(future.result()["retrieval"] for future in answers)
 
@@ -172,19 +137,8 @@ def test_bad_uploads_are_refused(server: Server, name: str, data: bytes, status:
         assert _total(client) == before
 
 
-def test_everything_survives_a_restart(tmp_path: Path) -> None:
-    with running_server(tmp_path) as first, first.client() as client:
-        _ingest(client, {"id": "lilliput", "text": _fact("Lilliput", "Mildendo")})
-        _wait_for_status(client, "lilliput", "cached")
-    with running_server(tmp_path) as second, second.client() as client:
-        assert client.get("/v1/documents/lilliput").json()["status"] == "cached"
-        reply = _ask(client, second, "What is the capital of Lilliput?")
-        assert reply["retrieval"][0]["document_id"] == "lilliput"
-        assert reply["blend"]["chunks_hit"] == len(reply["retrieval"])
-
-
 def test_cli_ingests_a_folder_and_answers_with_sources(server: Server, tmp_path: Path) -> None:
-    (tmp_path / "quxland.md").write_text(_fact("Quxland", "Borvik"))
+    (tmp_path / "quxland.md").write_text(fact("Quxland", "Borvik"))
     (tmp_path / "broken.bin").write_bytes(b"\x00\x01")
     base = [sys.executable, "-m", "gateway.cli.main"]
     auth = ["--url", server.url, "--api-key", server.api_key]

@@ -1,19 +1,15 @@
-"""Chat's ``retrieval.filters`` and the citations of its answer against the real server: a filter
-on documents' metadata chooses what is retrieved, each source's ``[start_char, end_char)`` slices
-the ingested text to exactly its chunk, a malformed filter is a 400 naming its part, and all of
-it holds after a restart."""
+"""Passages with metadata, and the checks of chat's ``retrieval.filters`` and citations over them
+(`test_server_lives.py` runs them before and after a restart): a filter on documents' metadata
+chooses what is retrieved, each source's ``[start_char, end_char)`` slices the ingested text to
+exactly its chunk, and a malformed filter is a 400 naming its part."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.integration.conftest import Server, running_server
-
-pytestmark = pytest.mark.integration
+from tests.integration.conftest import Server
 
 QUESTION = "Who keeps the tide tables of Zembla's harbour?"
 ONE_CHUNK_EACH = {
@@ -39,6 +35,8 @@ PARAGRAPHS = {
 }
 METADATA = {"zembla": {"team": "ops", "year": 2024}, "ruritania": {"team": "dev"}}
 """`bare` is ingested without metadata."""
+Citation = tuple[str, int, int, int]
+"""A source: its document, chunk index, start and end characters."""
 
 
 def _ask(client: httpx.Client, server: Server, filters: Any) -> httpx.Response:
@@ -52,7 +50,7 @@ def _ask(client: httpx.Client, server: Server, filters: Any) -> httpx.Response:
     return client.post("/v1/chat/completions", json=body)
 
 
-def _cited(client: httpx.Client, server: Server, filters: Any) -> list[tuple[str, int, int, int]]:
+def _cited(client: httpx.Client, server: Server, filters: Any) -> list[Citation]:
     """The answer's sources, each checked to slice its document's text to its paragraph."""
     reply = _ask(client, server, filters)
     assert reply.status_code == 200, reply.text
@@ -66,7 +64,8 @@ def _cited(client: httpx.Client, server: Server, filters: Any) -> list[tuple[str
     return cited
 
 
-def _checked(client: httpx.Client, server: Server) -> list[list[tuple[str, int, int, int]]]:
+def checked_citations(client: httpx.Client, server: Server) -> list[list[Citation]]:
+    """The sources of two filtered questions, each checked, after an empty and a refused one."""
     dev = _cited(client, server, {"type": "eq", "key": "team", "value": "dev"})
     assert {document for document, *_ in dev} == {"ruritania"} and len(dev) == 3
     not_dev = _cited(client, server, {"type": "ne", "key": "team", "value": "dev"})
@@ -87,17 +86,14 @@ def _checked(client: httpx.Client, server: Server) -> list[list[tuple[str, int, 
     return [dev, not_dev]
 
 
-def test_filters_choose_the_cited_chunks_and_spans_survive_a_restart(tmp_path: Path) -> None:
+def ingest_passages(client: httpx.Client) -> None:
+    """`PARAGRAPHS` as three documents of one chunk per paragraph."""
     documents = [
         {"id": name, "text": "\n\n".join(paragraphs)}
         | ({"metadata": METADATA[name]} if name in METADATA else {})
         for name, paragraphs in PARAGRAPHS.items()
     ]
-    with running_server(tmp_path) as first, first.client() as client:
-        body = {"documents": documents, "chunking_strategy": ONE_CHUNK_EACH}
-        reply = client.post("/v1/documents", json=body)
-        assert reply.status_code == 200, reply.text
-        assert [document["num_chunks"] for document in reply.json()["data"]] == [3, 3, 3]
-        before = _checked(client, first)
-    with running_server(tmp_path) as second, second.client() as client:
-        assert _checked(client, second) == before
+    body = {"documents": documents, "chunking_strategy": ONE_CHUNK_EACH}
+    reply = client.post("/v1/documents", json=body)
+    assert reply.status_code == 200, reply.text
+    assert [document["num_chunks"] for document in reply.json()["data"]] == [3, 3, 3]
