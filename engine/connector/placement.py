@@ -163,8 +163,8 @@ def cached_layers(
         for _, keys, values in stream:
             served += 1
             yield keys, values
-    except CorruptEntry:
-        log.warning("cached chunk %s turned out corrupt while loading; treating it as a miss", key)
+    except CorruptEntry as error:
+        log.warning("cached chunk %s failed while loading (%s); treating it as a miss", key, error)
         placement.corrupt.add(key)
     finally:
         stream.close()

@@ -9,6 +9,9 @@ writes and Redis's own eviction atomic: an entry is there whole or not at all.
 Redis is a cache here, and an unreliable one: an entry may vanish at any moment (its
 `maxmemory-policy`), and Redis may be down, slow or full. Every such failure is a miss, counted
 in "errors", logged once per outage, and the tier retries with a growing wait (`OutageGuard`).
+Between two ranged reads another server may replace the entry (settling its chunk) or Redis evict
+it: the bytes then fail their MAC though nothing is damaged, so a failing entry is compared with
+the one opened first, and one that changed is a miss counted "changed", not deleted as corrupt.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ KEY_PREFIX = "ragblend:kv:"
 HEAD_BYTES = 64 * 1024
 """Bytes fetched with the entry's length in the first round trip: the whole header of any
 chunk up to several thousand tokens."""
+READ_OUTCOMES = ("hits", "misses", "corrupt", "rejected", "changed")
+"""What reading an entry came to; the last three are entries that could not be used."""
 
 
 class RedisTier(KVTier):
@@ -62,9 +67,7 @@ class RedisTier(KVTier):
         self.name = name
         self.layer_format = layer_format
         self._secret = secret
-        self._counters = Counters(
-            "hits", "misses", "puts", "present", "corrupt", "rejected", "errors", "skipped"
-        )
+        self._counters = Counters(*READ_OUTCOMES, "puts", "present", "errors", "skipped")
         self._refusals = RefusalLog(logger)
         self._meter = LoadMeter()
         self._redis = RedisLink(url, timeout_s, first_retry_s, self._counters, logger)
@@ -73,17 +76,28 @@ class RedisTier(KVTier):
     def _name(key: ChunkKey) -> str:
         return KEY_PREFIX + key
 
-    def _refuse(self, key: ChunkKey, error: CorruptEntry) -> None:
-        """Count and log an entry that failed verification; delete it unless only untrusted."""
+    def _refuse(self, key: ChunkKey, error: CorruptEntry, head: bytes) -> CorruptEntry:
+        """Count and log an entry that failed verification, and return the error to raise: a
+        damaged one is deleted, an untrusted one left, and one that is no longer the entry whose
+        first bytes were `head` is left too (the newer entry is sound)."""
+        if not isinstance(error, UntrustedEntry) and self._changed_since(key, head):
+            self._counters.add("changed")
+            return CorruptEntry(f"chunk KV {key} was replaced or evicted while it was read")
         untrusted = isinstance(error, UntrustedEntry)
         self._counters.add("rejected" if untrusted else "corrupt")
         action = "ignoring" if untrusted else "deleting"
         self._refusals.refused(key, "%s chunk KV %s in Redis: %s", action, key, error)
         if not untrusted:
             self.delete(key)
+        return error
 
-    def _open(self, key: ChunkKey) -> EntryReader | None:
-        """Fetch the entry's length and head, verify its header; None (counted) on a miss."""
+    def _changed_since(self, key: ChunkKey, head: bytes) -> bool:
+        now = self._redis.call(lambda client: client.getrange(self._name(key), 0, len(head) - 1))
+        return not isinstance(now, Skipped) and now != head
+
+    def _open(self, key: ChunkKey) -> tuple[EntryReader, bytes] | None:
+        """Fetch the entry's length and head, verify its header; the reader and the head's bytes,
+        or None (counted) on a miss."""
         name = self._name(key)
 
         def head(client: Any) -> tuple[int, int, bytes]:
@@ -108,9 +122,9 @@ class RedisTier(KVTier):
         try:
             reader = EntryReader(RangeReader(first, read_range), size, EntryMac(self._secret, key))
             self._measure_size(reader.header)
-            return reader
+            return reader, first
         except CorruptEntry as error:
-            self._refuse(key, error)
+            self._refuse(key, error, first)
         except self._redis.errors as error:
             self._redis.failed(error)
         self._counters.add("misses")
@@ -135,22 +149,28 @@ class RedisTier(KVTier):
     def load_layers(self, key: ChunkKey) -> LayerStream | None:
         """Verify the header now; fetch and verify each layer when it is requested.
 
-        A damaged layer deletes the entry and raises `CorruptEntry`; so does a Redis failure
-        mid-entry (counted in "errors", the entry kept), since the entry cannot be finished.
+        A damaged layer deletes the entry and raises `CorruptEntry`; so do an entry replaced or
+        evicted mid-read and a Redis failure mid-entry (counted "changed" or "errors", the entry
+        kept), since the entry cannot be finished.
         """
-        reader = self._open(key)
-        if reader is None:
+        opened = self._open(key)
+        if opened is None:
             return None
         self._counters.add("hits")
-        return LayerStream(reader.header, self._read_layers(key, reader))
+        reader, head = opened
+        return LayerStream(reader.header, self._read_layers(key, reader, head))
 
-    def _read_layers(self, key: ChunkKey, reader: EntryReader) -> Generator[LayerKV, None, None]:
+    def _read_layers(
+        self, key: ChunkKey, reader: EntryReader, head: bytes
+    ) -> Generator[LayerKV, None, None]:
         for index in range(reader.header.num_layers):
             try:
                 k, v = reader.read_layer(index)
             except CorruptEntry as error:
-                self._refuse(key, error)
-                raise
+                refused = self._refuse(key, error, head)
+                if refused is error:
+                    raise
+                raise refused from error
             except self._redis.errors as error:
                 self._redis.failed(error)
                 raise CorruptEntry(f"Redis failed while reading layer {index}: {error}") from error

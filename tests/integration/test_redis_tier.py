@@ -29,6 +29,7 @@ from tests.integration.conftest import (
     TEST_MODEL,
     Server,
     as_project,
+    settled_count,
     wait_until_settled,
 )
 from tests.redis_server import RedisServer
@@ -84,6 +85,27 @@ def wait_for_entries(redis_server: RedisServer, count: int) -> bool:
     return True
 
 
+def redis_sets(redis_server: RedisServer) -> int:
+    with redis_server.client() as client:
+        return int(client.info("commandstats").get("cmdstat_set", {}).get("calls", 0))
+
+
+def ask_first_until_shared(server: Server, redis_server: RedisServer, documents: list[str]) -> Any:
+    """`server`'s reply to `documents`, none of them seen before, once Redis holds every chunk as
+    the server last wrote it: one SET for each first sighting, then one for each rewrite that
+    settling it behind the prefix made (another server reading an entry as it is rewritten
+    would find it changed midway, a miss)."""
+    sets, queued = redis_sets(redis_server), settled_count(server, "queued")
+    reply = ask(server, documents)
+    wait_until_settled(server)
+    expected = sets + len(documents) + settled_count(server, "queued") - queued
+    deadline = time.monotonic() + WRITE_WAIT_SECONDS
+    while redis_sets(redis_server) < expected:
+        assert time.monotonic() < deadline, "the chunks or their rewrites never reached Redis"
+        time.sleep(0.2)
+    return reply
+
+
 def fresh_documents(tag: str) -> list[str]:
     """Documents no server has seen: their chunks are computed, then written to Redis."""
     return [f"[{tag}] {document}" for document in DOCUMENTS[:3]]
@@ -93,11 +115,8 @@ def test_a_chunk_computed_by_one_server_is_a_hit_on_the_other(
     replicas: tuple[Server, Server], redis_server: RedisServer
 ) -> None:
     first, second = replicas
-    before = stored_entries(redis_server)
-    computed = ask(first, DOCUMENTS)
+    computed = ask_first_until_shared(first, redis_server, DOCUMENTS)
     assert computed["blend"]["chunks_missed"] == len(DOCUMENTS)
-    wait_until_settled(first)  # settling rewrites each entry behind the prefix
-    assert wait_for_entries(redis_server, before + len(DOCUMENTS))
     shared = ask(second, DOCUMENTS, ratio=1.0)
     assert shared["blend"]["chunks_missed"] == 0
     assert shared["blend"]["chunks_hit"] == len(DOCUMENTS)
@@ -113,9 +132,8 @@ def test_a_chunk_alpha_cached_on_one_server_is_a_miss_for_beta_on_the_other(
 ) -> None:
     first, second = replicas
     documents = fresh_documents("alpha's")
-    before = stored_entries(redis_server)
-    assert ask(as_project(first, "alpha"), documents)["blend"]["chunks_missed"] == len(documents)
-    assert wait_for_entries(redis_server, before + len(documents))
+    computed = ask_first_until_shared(as_project(first, "alpha"), redis_server, documents)
+    assert computed["blend"]["chunks_missed"] == len(documents)
     theirs = ask(as_project(second, "beta"), documents)["blend"]
     assert (theirs["chunks_hit"], theirs["chunks_missed"]) == (0, len(documents))
     mine = ask(as_project(second, "alpha"), documents)["blend"]  # from Redis: B never saw them

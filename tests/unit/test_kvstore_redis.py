@@ -84,6 +84,35 @@ def test_a_server_replacing_a_shared_entry_never_leaves_the_other_a_miss(
         reader.close()
 
 
+LARGE = make_entry(2, layers=5, tokens=1024)
+"""Layers of 64 KiB: beyond the head fetched at the open, each layer is a ranged read of its own."""
+
+
+@pytest.mark.parametrize("change", ["replaced", "evicted"])
+def test_an_entry_changed_between_two_layer_reads_is_a_miss_not_deleted(
+    tier: RedisTier, redis_server: RedisServer, change: str
+) -> None:
+    key = key_of(LARGE)
+    tier.put(key, LARGE)
+    other_server = RedisTier(redis_server.url, SECRET)
+    stream = tier.load_layers(key)
+    assert stream is not None
+    layers = iter(stream)
+    next(layers)
+    if change == "replaced":  # another server settling the chunk
+        other_server.replace(key, recomputed(LARGE))
+    else:
+        other_server.delete(key)
+    with pytest.raises(CorruptEntry, match="replaced or evicted while it was read"):
+        list(layers)
+    stream.close()
+    stats = tier.stats()
+    assert (stats["changed"], stats["corrupt"]) == (1, 0)
+    if change == "replaced":
+        assert same(tier.get(key), recomputed(LARGE))  # the newer entry is kept, whole
+    other_server.close()
+
+
 def test_a_missing_or_deleted_entry_is_a_miss(tier: RedisTier) -> None:
     assert tier.get(KEY) is None and tier.load_layers(KEY) is None
     tier.put(KEY, ENTRY)
