@@ -4,8 +4,10 @@ Each round sends four requests of ``--chunks`` chunks of ``--chunk-tokens`` toke
 fixed prefix, with a question: a full prefill (chunks never seen), a first sighting in blend mode
 (other chunks never seen: the engine stores them as it computes them), those chunks again in the
 reverse order (every chunk a hit, the server's cold recipe) and a partial hit (every other chunk
-known, the rest never seen, a known one first). Medians over the rounds after the first
-(warm-up), and each median over full's:
+known, the rest never seen, a known one first). Each decodes ``--max-tokens`` tokens after its
+first (EOS ignored), so that decoding after a blend is timed beside decoding after a full
+prefill in the same engine. Medians over the rounds after the first (warm-up), and each median
+over full's:
 
     python -m load_tests.bench_first_sight --chunks 6 --chunk-tokens 120 --rounds 6
 """
@@ -18,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +29,17 @@ from load_tests.report import output_path, parse_rounds, scratch, write_json
 ROWS = ("full", "first sight", "again, reversed", "half new")
 
 
-async def _first_token_s(engine: Any, prompt: Any, mode: str, request_id: str) -> tuple[float, Any]:
-    """Seconds to the first token of ``prompt`` blended as ``mode``, and the worker's stats."""
+@dataclass(frozen=True)
+class Timing:
+    first_token_s: float
+    per_token_s: float | None
+    """Seconds a token after the first (None when only one was asked for)."""
+    stats: Any
+    """The worker's blend statistics (None for a full prefill)."""
+
+
+async def _timed(engine: Any, prompt: Any, mode: str, request_id: str, max_tokens: int) -> Timing:
+    """``prompt`` blended as ``mode``, greedy, ``max_tokens`` tokens: when they came."""
     from vllm import SamplingParams
 
     from engine.contract import BlendPlan, Recipe
@@ -35,13 +47,19 @@ async def _first_token_s(engine: Any, prompt: Any, mode: str, request_id: str) -
 
     plan = BlendPlan(mode_spec(mode).recipe(Recipe()), prompt.spans)
     reported: list[Any] = []
-    params = SamplingParams(max_tokens=1, temperature=0)
+    params = SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True)
     started = time.perf_counter()
-    async for _ in engine.generate(
+    first = last = None
+    async for output in engine.generate(
         request_id, prompt.token_ids, params, plan, reported.append, cache_salt=request_id
     ):
-        return time.perf_counter() - started, reported[-1] if reported else None
-    raise RuntimeError("the engine finished no output")
+        last = time.perf_counter()
+        first = first or last
+        tokens = len(output.outputs[0].token_ids)
+    if first is None or last is None:
+        raise RuntimeError("the engine finished no output")
+    per_token = (last - first) / (tokens - 1) if tokens > 1 else None
+    return Timing(first - started, per_token, reported[-1] if reported else None)
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
@@ -52,7 +70,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     setup = start_engine(args.model, Path(args.models_dir), Path(tempfile.mkdtemp()), max_model_len)
     engine, tokenizer, prefix = setup.engine, setup.tokenizer, setup.prefix
     question = tokenizer.encode(QUESTION, add_special_tokens=False)
-    timings: dict[str, list[float]] = {row: [] for row in ROWS}
+    timings: dict[str, list[Timing]] = {row: [] for row in ROWS}
     for index in range(args.rounds):
         full, seen, new = (
             chunk_token_ids(tokenizer, args.chunks, args.chunk_tokens, 10_000 + 3 * index + part)
@@ -67,19 +85,28 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         }
         for row, prompt in prompts.items():
             mode = "full" if row == "full" else args.mode
-            seconds, stats = await _first_token_s(engine, prompt, mode, f"{row}-{index}")
-            timings[row].append(seconds)
+            timing = await _timed(engine, prompt, mode, f"{row}-{index}", args.max_tokens)
+            timings[row].append(timing)
+            stats = timing.stats
             hits = None if stats is None else (stats.chunks_hit, stats.chunks_missed)
-            print(f"  {index} {row}: {seconds:.3f} s, chunks hit/missed {hits}", file=sys.stderr)
+            print(f"  {index} {row}: {timing.first_token_s:.3f} s, then {timing.per_token_s} "
+                  f"s a token, chunks hit/missed {hits}", file=sys.stderr)  # fmt: skip
     engine.shutdown()
-    medians = {row: statistics.median(values[1:]) for row, values in timings.items()}
+    first = {row: [timing.first_token_s for timing in rounds] for row, rounds in timings.items()}
+    per_token = {row: [timing.per_token_s for timing in rounds] for row, rounds in timings.items()}
     return {
         "args": vars(args),
         "prompt_tokens": len(prompts["full"].token_ids),
-        "timings": timings,
-        "median_s": medians,
-        "over_full": {row: medians[row] / medians["full"] for row in ROWS},
+        "first_token": _summary(first),
+        "per_token": _summary(per_token) if args.max_tokens > 1 else None,
     }
+
+
+def _summary(seconds: dict[str, list[Any]]) -> dict[str, Any]:
+    """Per row: the seconds of every round, their median after the warm-up, over full's."""
+    medians = {row: statistics.median(values[1:]) for row, values in seconds.items()}
+    over_full = {row: median / medians["full"] for row, median in medians.items()}
+    return {"seconds": seconds, "median_s": medians, "over_full": over_full}
 
 
 def main() -> None:
@@ -89,13 +116,19 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=6)
     parser.add_argument("--chunk-tokens", type=int, default=120)
     parser.add_argument("--mode", default="blend@0.55/metric=probe", help="the cold recipe")
+    parser.add_argument("--max-tokens", type=int, default=32, help="decoded per request")
     parser.add_argument("--out", default=scratch("first_sight"), help="<out>.json")
     args = parse_rounds(parser)
     result = asyncio.run(_run(args))
     path = output_path(args.out, ".json")
     write_json(path, result)
+    first, per_token = result["first_token"], result["per_token"]
     for row in ROWS:
-        print(f"{row:16} {result['median_s'][row]:7.3f} s  {result['over_full'][row]:.2f}x full")
+        line = f"{row:16} TTFT {first['median_s'][row]:7.3f} s {first['over_full'][row]:.2f}x full"
+        if per_token is not None:
+            seconds, ratio = per_token["median_s"][row], per_token["over_full"][row]
+            line += f", TPOT {seconds * 1000:6.1f} ms {ratio:.2f}x full"
+        print(line)
     print(f"wrote {path}")
 
 

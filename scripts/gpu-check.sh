@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The GPU check in one command: the CUDA unit tests of the blend maths, then the bench table
-# (Qwen2.5 0.5B/1.5B/7B/14B geometries at 8K and 7B at 32K, chunk KV from host and device memory,
-# the every-token path, a profile of each way). Needs torch with CUDA, transformers and pytest;
-# nothing from vLLM. Results go to $OUT (default load_tests/results/gpu-check); a few minutes on
-# an H200.
+# The GPU check in one command: the CUDA unit tests of the blend maths, the operations a blend
+# issues by part, then the bench table (Qwen2.5 0.5B/1.5B/7B/14B geometries at 8K and 7B at 32K,
+# chunk KV from host and device memory, the every-token path, a profile of each way). Needs torch
+# with CUDA, transformers and pytest; nothing from vLLM. Results go to $OUT (default
+# load_tests/results/gpu-check); a few minutes on an H200.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${PYTHON:-}" ]; then
@@ -31,6 +31,9 @@ bench() {  # name, then bench_blend_maths arguments
         --kv-on host,device --profile --out "$OUT/$name" "$@" 2>&1 | tee "$OUT/$name.txt" \
         || failed="$failed $name"
 }
+echo "== operations a blend issues (kernel launches and copies), by part"
+"$PYTHON" -m load_tests.count_blend_ops --device cuda --dtype bfloat16 --context 8192 \
+    --chunks 4,16 2>&1 | tee "$OUT/operations.txt" || failed="$failed operations"
 bench 0.5b-8k --geometry 0.5b --context 8192
 bench 1.5b-8k --geometry 1.5b --context 8192
 bench 7b-8k --geometry 7b --context 8192
