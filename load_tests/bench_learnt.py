@@ -49,7 +49,7 @@ from load_tests.replica_launcher import (
     bench_environment,
     running_replicas,
 )
-from load_tests.report import format_grid, output_path, scratch, write_json
+from load_tests.report import publish_rows, scratch
 from load_tests.stats import ttft_trials
 
 MODES = ("cold", "exact", "learnt", "library", "full")
@@ -200,20 +200,8 @@ def main() -> int:
                 print(replica.log.read_text(errors="replace")[-6000:], file=sys.stderr)
                 raise
     rows = summary(trials)
-    header = ("mode", "median TTFT s", "fastest s", "speed-up vs full")
-    table = [
-        (
-            row["mode"],
-            str(row["median_ttft_s"]),
-            str(row["fastest_ttft_s"]),
-            str(row["speedup_vs_full"]),
-        )
-        for row in rows
-    ]
-    print(format_grid(header, table))
-    out = Path(args.out)
-    document = {"settings": vars(args), "rows": rows, "trials": trials}
-    write_json(output_path(out, ".json"), document)
+    columns = {"mode": "mode", "median_ttft_s": "median TTFT s", "fastest_ttft_s": "fastest s"}
+    publish_rows(args, columns | {"speedup_vs_full": "speed-up vs full"}, rows, trials)
     return 0
 
 

@@ -42,7 +42,7 @@ from load_tests.replica_launcher import (
     bench_environment,
     running_replicas,
 )
-from load_tests.report import format_grid, output_path, scratch, write_json
+from load_tests.report import publish_rows, scratch
 from load_tests.stats import ttft_trials
 
 STEPS = ("cold", "other_cached", "own_hit", "cold_shared", "sharer_cached")
@@ -144,20 +144,8 @@ def main() -> int:
                 print(replica.log.read_text(errors="replace")[-6000:], file=sys.stderr)
                 raise
     rows = summary(trials)
-    header = ("step", "median TTFT s", "fastest s", "ratio to cold")
-    table = [
-        (
-            row["step"],
-            str(row["median_ttft_s"]),
-            str(row["fastest_ttft_s"]),
-            str(row["ratio_to_cold"]),
-        )
-        for row in rows
-    ]
-    print(format_grid(header, table))
-    out = Path(args.out)
-    document = {"settings": vars(args), "rows": rows, "trials": trials}
-    write_json(output_path(out, ".json"), document)
+    columns = {"step": "step", "median_ttft_s": "median TTFT s", "fastest_ttft_s": "fastest s"}
+    publish_rows(args, columns | {"ratio_to_cold": "ratio to cold"}, rows, trials)
     return 0
 
 

@@ -82,6 +82,20 @@ def parse_rounds(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return args
 
 
+def publish_rows(
+    args: argparse.Namespace,
+    columns: Mapping[str, str],
+    rows: Sequence[Mapping[str, Any]],
+    trials: Sequence[Any],
+) -> None:
+    """Print ``rows`` as a grid (``columns``: a row's key -> its column's title), and write them
+    whole with the run's settings and ``trials`` to ``<args.out>.json``."""
+    table = [tuple(str(row[key]) for key in columns) for row in rows]
+    print(format_grid(tuple(columns.values()), table))
+    document = {"settings": vars(args), "rows": list(rows), "trials": list(trials)}
+    write_json(output_path(Path(args.out), ".json"), document)
+
+
 def write_json(path: Path, document: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
