@@ -73,6 +73,25 @@ def parse_mode(text: str) -> Recipe:
 StoredKV = list[list[tuple[Tensor, Tensor]]]
 
 
+def bench_prompt(context: int, chunks: int, device: torch.device) -> tuple[Tensor, list[int], int]:
+    """About ``context`` random tokens on ``device``: a prefix, ``chunks`` chunks of one length
+    and a question. Returns the ids, where each chunk starts and the chunks' length."""
+    chunk_tokens = (context - PREFIX_TOKENS - QUESTION_TOKENS) // chunks
+    total = PREFIX_TOKENS + chunks * chunk_tokens + QUESTION_TOKENS
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(100, VOCAB, (total,), generator=generator).to(device)
+    starts = [PREFIX_TOKENS + index * chunk_tokens for index in range(chunks)]
+    return ids, starts, chunk_tokens
+
+
+def cached_chunks(stored: StoredKV, starts: list[int], chunk_tokens: int) -> list[CachedChunk]:
+    """The chunks' ``stored`` KV placed where ``bench_prompt`` put them, read layer by layer."""
+    return [
+        CachedChunk(start, start + chunk_tokens, PREFIX_TOKENS, iter(layers))
+        for start, layers in zip(starts, stored, strict=True)
+    ]
+
+
 def chunk_layers(adapter: HFAdapter, prefix: Tensor, chunks: list[Tensor]) -> StoredKV:
     """Each chunk's per-layer KV computed behind ``prefix``, on the model's device."""
     layers: StoredKV = [[] for _ in chunks]
@@ -142,11 +161,7 @@ def main() -> None:
         raise SystemExit("--profile traces a CUDA GPU")
     model = random_model(args.geometry, device, dtype)
     adapter, rope = HFAdapter(model), hf_rope_spec(model)
-    chunk_tokens = (args.context - PREFIX_TOKENS - QUESTION_TOKENS) // args.chunks
-    generator = torch.Generator().manual_seed(1)
-    ids = torch.randint(100, VOCAB, (PREFIX_TOKENS + args.chunks * chunk_tokens + QUESTION_TOKENS,),
-                        generator=generator).to(device)  # fmt: skip
-    starts = [PREFIX_TOKENS + index * chunk_tokens for index in range(args.chunks)]
+    ids, starts, chunk_tokens = bench_prompt(args.context, args.chunks, device)
     chunks = [ids[start : start + chunk_tokens] for start in starts]
     on_device = chunk_layers(adapter, ids[:PREFIX_TOKENS], chunks)
     stored = {"device": on_device} if "device" in sources else {}
@@ -157,10 +172,7 @@ def main() -> None:
 
     def blend(recipe: Recipe, source: str | None) -> Callable[[], Any]:
         def run() -> None:
-            placed = [
-                CachedChunk(start, start + chunk_tokens, PREFIX_TOKENS, iter(layers))
-                for start, layers in zip(starts, stored[source], strict=True)
-            ] if source else []  # fmt: skip
+            placed = cached_chunks(stored[source], starts, chunk_tokens) if source else []
             cached = PlacedChunks(placed, rope, ids.numel(), device)
             blend_prefill(adapter, Prompt(ids), cached, recipe, LayerHooks(lambda *_: None))
 

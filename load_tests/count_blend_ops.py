@@ -19,13 +19,13 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from engine.blend.fuse import CachedChunk, LayerHooks, PlacedChunks, Prompt, blend_prefill
+from engine.blend.fuse import LayerHooks, PlacedChunks, Prompt, blend_prefill
 from engine.contract import Recipe
 from load_tests.bench_blend_maths import (
     GEOMETRIES,
     PREFIX_TOKENS,
-    QUESTION_TOKENS,
-    VOCAB,
+    bench_prompt,
+    cached_chunks,
     chunk_layers,
     on_host,
     parse_mode,
@@ -76,23 +76,16 @@ def count_one_blend(args: argparse.Namespace, chunks: int) -> Counter[str]:
     device = torch.device(args.device)
     model = random_model(args.geometry, device, getattr(torch, args.dtype))
     adapter, rope = HFAdapter(model), hf_rope_spec(model)
-    chunk_tokens = (args.context - PREFIX_TOKENS - QUESTION_TOKENS) // chunks
-    generator = torch.Generator().manual_seed(1)
-    total = PREFIX_TOKENS + chunks * chunk_tokens + QUESTION_TOKENS
-    ids = torch.randint(100, VOCAB, (total,), generator=generator).to(device)
-    starts = [PREFIX_TOKENS + index * chunk_tokens for index in range(chunks)]
+    ids, starts, chunk_tokens = bench_prompt(args.context, chunks, device)
     pieces = [ids[start : start + chunk_tokens] for start in starts]
     stored = on_host(chunk_layers(adapter, ids[:PREFIX_TOKENS], pieces))
     counter = OpCounter()
     for half in MODEL_HALVES:
         setattr(adapter, half, labelled(counter, f"model {half}", getattr(adapter, half)))
-    placed = [
-        CachedChunk(start, start + chunk_tokens, PREFIX_TOKENS, iter(layers))
-        for start, layers in zip(starts, stored, strict=True)
-    ]
     recipe: Recipe = parse_mode(args.mode)
+    placed = cached_chunks(stored, starts, chunk_tokens)
     with torch.inference_mode(), counter:
-        cached = PlacedChunks(placed, rope, total, device)
+        cached = PlacedChunks(placed, rope, ids.numel(), device)
         blend_prefill(adapter, Prompt(ids), cached, recipe, LayerHooks(lambda *_: None))
     return counter.counts
 
