@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from engine.platform import SETTINGS_VARIABLES
+from tests.integration.launch_ahead import LaunchAhead
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_MODEL = "smollm2-135m-instruct"
@@ -188,6 +189,33 @@ def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> I
     ``extra_env`` adds or overrides settings."""
     with running_servers((data_dir, extra_env)) as (server,):
         yield server
+
+
+@contextmanager
+def module_server(ahead: LaunchAhead[Server], module: Any) -> Iterator[Server]:
+    """``module``'s own server (its ``OWN_SERVER`` settings; `launch_ahead.py`), ready, until the
+    block ends."""
+    started = ahead.take(module)
+    try:
+        _wait_ready(started)
+        yield started
+    finally:
+        _stop([started])
+
+
+@pytest.fixture(scope="session")
+def launch_ahead(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LaunchAhead[Server]]:
+    modules = [item.module for item in request.session.items if hasattr(item, "module")]
+    ahead = LaunchAhead(lambda name, env: _launch(tmp_path_factory.mktemp(name), env), modules)
+    yield ahead
+    _stop(ahead.leftovers())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def next_module_server_starts(launch_ahead: LaunchAhead[Server], request: Any) -> None:
+    launch_ahead.module_starts(request.module)
 
 
 @pytest.fixture(scope="session")

@@ -14,17 +14,18 @@ import pytest
 
 from gateway.cli.selfcheck import CAPITALS, capital_document, divergence, first_token_distribution
 from tests.integration.capital_questions import ask_capital, first_sentence
-from tests.integration.conftest import Server, running_server
+from tests.integration.conftest import Server, module_server, running_server
+from tests.integration.launch_ahead import LaunchAhead
 
 pytestmark = pytest.mark.integration
 
 
-COMPILED = {"RAGBLEND_CPU_COMPILE": "true"}
+OWN_SERVER = {"RAGBLEND_CPU_COMPILE": "true"}
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("compiled"), COMPILED) as server:
+def compiled(launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest) -> Iterator[Server]:
+    with module_server(launch_ahead, request.module) as server:
         yield server
 
 
@@ -62,7 +63,7 @@ def test_a_restart_on_the_same_data_directory_compiles_nothing_again(compiled: S
     compiled.process.send_signal(signal.SIGINT)
     compiled.process.wait(timeout=60)
     started = compiled.log.stat().st_size
-    with running_server(compiled.data_dir, COMPILED) as restarted:
+    with running_server(compiled.data_dir, OWN_SERVER) as restarted:
         after = ask_capital(restarted, "Italy", documents, "full")
         restart_log = compiled.log.read_text(errors="replace")[started:]
     assert first_sentence(after) == first_sentence(before)

@@ -11,19 +11,22 @@ import pytest
 
 from gateway.cli.selfcheck import CAPITALS, capital_document
 from tests.integration.capital_questions import answer_text, ask_capital, first_sentence
-from tests.integration.conftest import Server, running_server
+from tests.integration.conftest import Server, module_server
+from tests.integration.launch_ahead import LaunchAhead
 
 pytestmark = pytest.mark.integration
 
 BUDGET = 64
 """Tokens a step: the documents below (about 500 tokens) take eight steps or more."""
 DOCUMENTS = {country: capital_document(country, city) for country, city in CAPITALS.items()}
+OWN_SERVER = {"RAGBLEND_MAX_NUM_BATCHED_TOKENS": str(BUDGET), "RAGBLEND_LOG_LEVEL": "info"}
 
 
 @pytest.fixture(scope="module")
-def small_steps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    settings = {"RAGBLEND_MAX_NUM_BATCHED_TOKENS": str(BUDGET), "RAGBLEND_LOG_LEVEL": "info"}
-    with running_server(tmp_path_factory.mktemp("steps"), settings) as started:
+def small_steps(
+    launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with module_server(launch_ahead, request.module) as started:
         yield started
 
 

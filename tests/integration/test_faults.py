@@ -26,9 +26,10 @@ from tests.integration.conftest import (
     TEST_MODEL,
     Server,
     engine_core_pids,
-    running_server,
+    module_server,
     wait_until_settled,
 )
+from tests.integration.launch_ahead import LaunchAhead
 
 pytestmark = pytest.mark.integration
 
@@ -124,17 +125,21 @@ ENTRY_BYTES_BUDGET = 3_400_000 * KV_ELEMENT_BYTES
 the dtype `auto` takes on a CPU without bf16)."""
 
 
+OWN_SERVER = {
+    "RAGBLEND_CHUNK_CACHE_DISK_GIB": str(ENTRY_BYTES_BUDGET / (1 << 30)),
+    "RAGBLEND_CHUNK_CACHE_FORMAT": "raw",  # sizes known in advance
+    # Behind the fixed prefix: a neighbour context's refreshes would store entries again and
+    # change which document's KV the store evicts first.
+    "RAGBLEND_CHUNK_CONTEXT": "passages",
+}
+"""A server of this module's own, with a chunk store that holds two documents' KV."""
+
+
 @pytest.fixture(scope="module")
-def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A server of this module's own, with a chunk store that holds two documents' KV."""
-    settings = {
-        "RAGBLEND_CHUNK_CACHE_DISK_GIB": str(ENTRY_BYTES_BUDGET / (1 << 30)),
-        "RAGBLEND_CHUNK_CACHE_FORMAT": "raw",  # sizes known in advance
-        # Behind the fixed prefix: a neighbour context's refreshes would store entries again and
-        # change which document's KV the store evicts first.
-        "RAGBLEND_CHUNK_CONTEXT": "passages",
-    }
-    with running_server(tmp_path_factory.mktemp("own"), settings) as started:
+def own_server(
+    launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with module_server(launch_ahead, request.module) as started:
         yield started
 
 

@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.conftest import Server, running_server
+from tests.integration.conftest import Server, module_server
+from tests.integration.launch_ahead import LaunchAhead
 
 pytestmark = pytest.mark.integration
 
@@ -21,10 +22,12 @@ WAIT_SECONDS = 300
 FILLER = "Its people farm the valleys, trade by river and hold a market every spring. "
 
 
+OWN_SERVER = {"RAGBLEND_LEARN_CONTEXTS": "true", "RAGBLEND_LEARN_CONTEXTS_AFTER": "2"}
+
+
 @pytest.fixture(scope="module")
-def learning(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    settings = {"RAGBLEND_LEARN_CONTEXTS": "true", "RAGBLEND_LEARN_CONTEXTS_AFTER": "2"}
-    with running_server(tmp_path_factory.mktemp("learning"), settings) as server:
+def learning(launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest) -> Iterator[Server]:
+    with module_server(launch_ahead, request.module) as server:
         yield server
 
 

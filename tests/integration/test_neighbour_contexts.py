@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.integration.conftest import Server, running_server
+from tests.integration.conftest import Server, module_server
+from tests.integration.launch_ahead import LaunchAhead
 
 pytestmark = pytest.mark.integration
 
 FILLER = "Its people farm the valleys, trade by river and hold a market every spring. "
 WAIT_SECONDS = 180
+OWN_SERVER = {"RAGBLEND_CHUNK_CONTEXT": "neighbours", "RAGBLEND_CHUNK_CONTEXT_NEIGHBOURS": "2"}
 
 
 def _fact(place: str, city: str) -> dict[str, str]:
@@ -60,12 +62,22 @@ def _ask(
     return reply.json()
 
 
-def test_a_chunk_is_precomputed_again_when_new_chunks_join_its_neighbours(tmp_path: Path) -> None:
-    settings = {"RAGBLEND_CHUNK_CONTEXT": "neighbours", "RAGBLEND_CHUNK_CONTEXT_NEIGHBOURS": "2"}
+@pytest.fixture(scope="module")
+def neighbours(
+    launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with module_server(launch_ahead, request.module) as server:
+        yield server
+
+
+def test_a_chunk_is_precomputed_again_when_new_chunks_join_its_neighbours(
+    neighbours: Server,
+) -> None:
+    server = neighbours
     first, second = _fact("Freedonia", "Fredville"), _fact("Sylvania", "Sylvaport")
     third = _fact("Grand Fenwick", "Fenwick Town")
     facts = {fact["id"]: fact["text"] for fact in (first, second, third)}
-    with running_server(tmp_path, settings) as server, server.client() as client:
+    with server.client() as client:
         _ingest(client, first, second)
         deadline = time.monotonic() + WAIT_SECONDS
         while _statuses(client, "freedonia", "sylvania") != ["cached", "cached"]:

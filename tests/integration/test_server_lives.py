@@ -15,16 +15,18 @@ from typing import Any
 import pytest
 
 from tests.integration.cited_passages import Citation, checked_citations, ingest_passages
-from tests.integration.conftest import Server, as_project, running_server
+from tests.integration.conftest import Server, as_project, module_server, running_server
 from tests.integration.killed_ingest import check_kept, kill_mid_ingest
+from tests.integration.launch_ahead import LaunchAhead
 from tests.integration.library_documents import ask, fact, ingest, wait_for_status
 from tests.integration.open_requests import Stopped, sigterm_with_open_requests
 from tests.integration.reranked_question import DOCUMENTS, ranked_sources
 
 pytestmark = pytest.mark.integration
 
-SHUTDOWN_TIMEOUT = {"RAGBLEND_SHUTDOWN_TIMEOUT": "3"}
-"""Long enough that the open requests are seen to go on after the signal."""
+OWN_SERVER = {"RAGBLEND_SHUTDOWN_TIMEOUT": "3"}
+"""The first life's: a shutdown timeout long enough that the open requests are seen to go on
+after the signal."""
 CITING_PROJECT = "alpha"
 """The cited passages' project: the default project's other documents never compete with them."""
 RERANKING_PROJECT = "zeta"
@@ -50,8 +52,8 @@ class SecondLife:
 
 
 @pytest.fixture(scope="module")
-def first_life(tmp_path_factory: pytest.TempPathFactory) -> FirstLife:
-    with running_server(tmp_path_factory.mktemp("lives"), SHUTDOWN_TIMEOUT) as server:
+def first_life(launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest) -> FirstLife:
+    with module_server(launch_ahead, request.module) as server:
         with server.client() as client:
             ingest(client, {"id": "lilliput", "text": fact("Lilliput", "Mildendo")})
             wait_for_status(client, "lilliput", "cached")

@@ -1,0 +1,56 @@
+"""A test module's own server started while the module before it runs.
+
+A server start here takes 40-70 s, nearly all of it one process after another importing vLLM:
+one core's work. The tests beside it mostly keep one core busy too (the engine runs one torch
+thread), so a start overlapped with the module before costs the suite little, where a start on
+demand costs all of it. A module says what its own server needs in ``OWN_SERVER`` (settings, as
+``running_server``'s ``extra_env``) and its fixture takes the server with
+``conftest.module_server``. Only the next such module's server is started ahead: each one holds
+about 3.7 GB while it waits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Generic, TypeVar
+
+OWN_SERVER = "OWN_SERVER"
+"""The module attribute naming a module's own server's settings."""
+
+S = TypeVar("S")
+
+
+class LaunchAhead(Generic[S]):
+    """Started servers keyed by the module that will use them; ``launch`` starts one (without
+    waiting for it to be ready) from a module's name and ``OWN_SERVER`` settings."""
+
+    def __init__(
+        self, launch: Callable[[str, dict[str, str]], S], modules: Iterable[ModuleType]
+    ) -> None:
+        self._launch = launch
+        self._modules = list(dict.fromkeys(modules))
+        """Every module that will run, in the order it runs."""
+        self._waiting: dict[str, S] = {}
+
+    def module_starts(self, module: ModuleType) -> None:
+        """Called before ``module``'s first test: starts the server of the next module after it
+        that has one, unless that one is already started."""
+        after = self._modules[self._modules.index(module) + 1 :] if module in self._modules else []
+        upcoming = next((later for later in after if hasattr(later, OWN_SERVER)), None)
+        if upcoming is not None and upcoming.__name__ not in self._waiting:
+            self._waiting[upcoming.__name__] = self._start(upcoming)
+
+    def take(self, module: ModuleType) -> S:
+        """``module``'s own server, started ahead or else now; the caller waits for it to be
+        ready and stops it."""
+        waiting = self._waiting.pop(module.__name__, None)
+        return waiting if waiting is not None else self._start(module)
+
+    def leftovers(self) -> list[S]:
+        """At the session's end: the servers started ahead that no module took (their tests were
+        deselected or skipped), for the caller to stop."""
+        left, self._waiting = list(self._waiting.values()), {}
+        return left
+
+    def _start(self, module: ModuleType) -> S:
+        return self._launch(module.__name__.rpartition(".")[2], getattr(module, OWN_SERVER))
