@@ -36,7 +36,7 @@ class LaunchAhead(Generic[S]):
         """Called before ``module``'s first test: starts the server of the next module after it
         that has one, unless that one is already started."""
         after = self._modules[self._modules.index(module) + 1 :] if module in self._modules else []
-        upcoming = next((later for later in after if hasattr(later, OWN_SERVER)), None)
+        upcoming = next((later for later in after if _own_server(later) is not None), None)
         if upcoming is not None and upcoming.__name__ not in self._waiting:
             self._waiting[upcoming.__name__] = self._start(upcoming)
 
@@ -53,4 +53,13 @@ class LaunchAhead(Generic[S]):
         return left
 
     def _start(self, module: ModuleType) -> S:
-        return self._launch(module.__name__.rpartition(".")[2], getattr(module, OWN_SERVER))
+        settings = _own_server(module)
+        if settings is None:
+            raise ValueError(f"{module.__name__} has no {OWN_SERVER} settings")
+        return self._launch(module.__name__.rpartition(".")[2], settings)
+
+
+def _own_server(module: ModuleType) -> dict[str, str] | None:
+    """``module``'s own server's settings; a module that merely imports the name has none."""
+    settings = getattr(module, OWN_SERVER, None)
+    return settings if isinstance(settings, dict) else None

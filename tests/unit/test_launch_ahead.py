@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from tests.integration.launch_ahead import OWN_SERVER, LaunchAhead
+from tests.integration import launch_ahead
+from tests.integration.launch_ahead import LaunchAhead
 
 
 def _module(name: str, settings: dict[str, str] | None = None) -> ModuleType:
     module = ModuleType(f"tests.integration.{name}")
     if settings is not None:
-        setattr(module, OWN_SERVER, settings)
+        setattr(module, launch_ahead.OWN_SERVER, settings)
     return module
 
 
@@ -29,7 +30,10 @@ def test_the_next_own_server_starts_once_while_the_module_before_it_runs() -> No
         started.append((name, settings))
         return f"server {len(started)}"
 
-    ahead = LaunchAhead(launch, [plain, plain, steps, other, lives])
+    # A module that imports the attribute's name has no server of its own.
+    importer = _module("test_importer")
+    importer.OWN_SERVER = launch_ahead.OWN_SERVER  # type: ignore[attr-defined]
+    ahead = LaunchAhead(launch, [plain, plain, importer, steps, other, lives])
     ahead.module_starts(plain)
     ahead.module_starts(plain)
     assert started == [("test_steps", {"A": "1"})]
