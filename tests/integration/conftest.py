@@ -167,20 +167,27 @@ def _stop(servers: list[Server]) -> None:
 
 
 @contextmanager
+def launched_servers(*setups: tuple[Path, dict[str, str] | None]) -> Iterator[list[Server]]:
+    """One server per ``(data_dir, extra_env)`` started, not yet ready, until the block ends."""
+    servers: list[Server] = []
+    try:
+        for data_dir, extra_env in setups:
+            servers.append(_launch(data_dir, extra_env))
+        yield servers
+    finally:
+        _stop(servers)
+
+
+@contextmanager
 def running_servers(
     *setups: tuple[Path, dict[str, str] | None],
 ) -> Iterator[list[Server]]:
     """One server per ``(data_dir, extra_env)`` until the block ends, all started at once: a
     start is mostly one core's work of imports, so on 2 cores two take little longer than one."""
-    servers: list[Server] = []
-    try:
-        for data_dir, extra_env in setups:
-            servers.append(_launch(data_dir, extra_env))
+    with launched_servers(*setups) as servers:
         for server in servers:
             _wait_ready(server)
         yield servers
-    finally:
-        _stop(servers)
 
 
 @contextmanager
@@ -213,9 +220,24 @@ def launch_ahead(
     _stop(ahead.leftovers())
 
 
+SESSION_SERVERS_AHEAD = {"replicas": "launched_replicas"}
+"""Session servers started while the module before the first that uses them runs: the fixture
+its tests ask for, and the fixture that starts its servers without waiting for them."""
+
+
 @pytest.fixture(scope="module", autouse=True)
 def next_module_server_starts(launch_ahead: LaunchAhead[Server], request: Any) -> None:
     launch_ahead.module_starts(request.module)
+    following = launch_ahead.following(request.module)
+    asked = {
+        name
+        for item in request.session.items
+        if getattr(item, "module", None) is following
+        for name in item.fixturenames
+    }
+    for fixture, launcher in SESSION_SERVERS_AHEAD.items():
+        if fixture in asked:
+            request.getfixturevalue(launcher)
 
 
 @pytest.fixture(scope="session")
@@ -248,15 +270,10 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def replicas(
+def launched_replicas(
     tmp_path_factory: pytest.TempPathFactory, postgres: Any, redis_server: Any
-) -> Iterator[tuple[Server, Server]]:
-    """Servers A and B: separate data dirs (neither sees the other's disk tier), one library in
-    PostgreSQL, one Redis tier and its secret (`test_shared_library.py`, `test_redis_tier.py`).
-    Library chunks are precomputed behind the fixed prefix: a neighbour context's refreshes would
-    be precomputes too, and the library tests count new chunks'. A Redis hit is always loaded:
-    these tests are about what Redis shares, and on a busy machine a chunk of this small model
-    can measure quicker to compute than to load (`CHUNK_CACHE_RECOMPUTE_WHEN_FASTER`)."""
+) -> Iterator[list[Server]]:
+    """Servers A and B (`replicas`) started, not yet ready."""
     shared = {
         "RAGBLEND_CHUNK_CACHE_RECOMPUTE_WHEN_FASTER": "false",
         "RAGBLEND_DATABASE_URL": postgres.url,
@@ -265,5 +282,19 @@ def replicas(
         "RAGBLEND_CHUNK_CACHE_SECRET": secrets.token_hex(32),
     }
     setups = [(tmp_path_factory.mktemp(name), shared) for name in ("a", "b")]
-    with running_servers(*setups) as (first, second):
-        yield first, second
+    with launched_servers(*setups) as servers:
+        yield servers
+
+
+@pytest.fixture(scope="session")
+def replicas(launched_replicas: list[Server]) -> tuple[Server, Server]:
+    """Servers A and B: separate data dirs (neither sees the other's disk tier), one library in
+    PostgreSQL, one Redis tier and its secret (`test_shared_library.py`, `test_redis_tier.py`).
+    Library chunks are precomputed behind the fixed prefix: a neighbour context's refreshes would
+    be precomputes too, and the library tests count new chunks'. A Redis hit is always loaded:
+    these tests are about what Redis shares, and on a busy machine a chunk of this small model
+    can measure quicker to compute than to load (`CHUNK_CACHE_RECOMPUTE_WHEN_FASTER`)."""
+    for replica in launched_replicas:
+        _wait_ready(replica)
+    first, second = launched_replicas
+    return first, second

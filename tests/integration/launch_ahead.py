@@ -5,8 +5,9 @@ one core's work. The tests beside it mostly keep one core busy too (the engine r
 thread), so a start overlapped with the module before costs the suite little, where a start on
 demand costs all of it. A module says what its own server needs in ``OWN_SERVER`` (settings, as
 ``running_server``'s ``extra_env``) and its fixture takes the server with
-``conftest.module_server``. Only the next such module's server is started ahead: each one holds
-about 3.7 GB while it waits."""
+``conftest.module_server``. Only the next module's server is started ahead: each one holds about
+3.7 GB while it waits. Session servers (the replica pair) start while the module before the first
+that uses them runs (``conftest.SESSION_SERVERS_AHEAD``, through ``following``)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,18 @@ class LaunchAhead(Generic[S]):
         self._waiting: dict[str, S] = {}
 
     def module_starts(self, module: ModuleType) -> None:
-        """Called before ``module``'s first test: starts the server of the next module after it
-        that has one, unless that one is already started."""
-        after = self._modules[self._modules.index(module) + 1 :] if module in self._modules else []
-        upcoming = next((later for later in after if _own_server(later) is not None), None)
-        if upcoming is not None and upcoming.__name__ not in self._waiting:
+        """Called before ``module``'s first test: starts the server of the module that runs next,
+        if that module has one. Not further ahead: a server waiting longer holds its memory
+        longer, and its start (a compiling one's takes minutes of both cores) slows other
+        modules' tests."""
+        upcoming = self.following(module)
+        if upcoming is not None and _own_server(upcoming) is not None:
             self._waiting[upcoming.__name__] = self._start(upcoming)
+
+    def following(self, module: ModuleType) -> ModuleType | None:
+        """The module that runs after ``module``, if any."""
+        index = self._modules.index(module) if module in self._modules else len(self._modules)
+        return self._modules[index + 1] if index + 1 < len(self._modules) else None
 
     def take(self, module: ModuleType) -> S:
         """``module``'s own server, started ahead or else now; the caller waits for it to be

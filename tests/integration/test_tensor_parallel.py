@@ -23,7 +23,8 @@ from gateway.cli.selfcheck import (
     first_token_distribution,
 )
 from tests.integration.capital_questions import answer_text, ask_capital, first_sentence
-from tests.integration.conftest import Server, running_server, wait_until_settled
+from tests.integration.conftest import Server, module_server, wait_until_settled
+from tests.integration.launch_ahead import LaunchAhead
 
 pytestmark = pytest.mark.integration
 
@@ -35,10 +36,14 @@ ORDERS = [
 ]
 
 
+OWN_SERVER = {"RAGBLEND_TENSOR_PARALLEL_SIZE": str(RANKS)}
+
+
 @pytest.fixture(scope="module")
-def split_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data_dir = tmp_path_factory.mktemp("tp-data")
-    with running_server(data_dir, {"RAGBLEND_TENSOR_PARALLEL_SIZE": str(RANKS)}) as server:
+def split_server(
+    launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with module_server(launch_ahead, request.module) as server:
         yield server
 
 
