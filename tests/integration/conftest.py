@@ -198,11 +198,11 @@ def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> I
         yield server
 
 
-@contextmanager
-def module_server(ahead: LaunchAhead[Server], module: Any) -> Iterator[Server]:
-    """``module``'s own server (its ``OWN_SERVER`` settings; `launch_ahead.py`), ready, until the
-    block ends."""
-    started = ahead.take(module)
+@pytest.fixture(scope="module")
+def own_server(launch_ahead: LaunchAhead[Server], request: Any) -> Iterator[Server]:
+    """The module's own server (its ``OWN_SERVER`` settings; `launch_ahead.py`), ready, until the
+    module ends."""
+    started = launch_ahead.take(request.module)
     try:
         _wait_ready(started)
         yield started

@@ -3,11 +3,11 @@
 A server start here takes 40-70 s, nearly all of it one process after another importing vLLM:
 one core's work. The tests beside it mostly keep one core busy too (the engine runs one torch
 thread), so a start overlapped with the module before costs the suite little, where a start on
-demand costs all of it. A module says what its own server needs in ``OWN_SERVER`` (settings, as
-``running_server``'s ``extra_env``) and its fixture takes the server with
-``conftest.module_server``. Only the next module's server is started ahead: each one holds about
-3.7 GB while it waits. Session servers (the replica pair) start while the module before the first
-that uses them runs (``conftest.SESSION_SERVERS_AHEAD``, through ``following``)."""
+demand costs all of it. A module says what its own server needs in ``OWN_SERVER`` (settings,
+as ``running_server``'s ``extra_env``) and its tests ask for ``own_server`` (conftest). Only the
+next module's server is started ahead: each one holds about 3.7 GB while it waits. Session
+servers (the replica pair) start while the module before the first that uses them runs
+(``conftest.SESSION_SERVERS_AHEAD``, through ``following``)."""
 
 from __future__ import annotations
 

@@ -7,26 +7,18 @@ from __future__ import annotations
 import platform
 import re
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gateway.cli.selfcheck import CAPITALS, capital_document, divergence, first_token_distribution
 from tests.integration.capital_questions import ask_capital, first_sentence
-from tests.integration.conftest import Server, module_server, running_server
-from tests.integration.launch_ahead import LaunchAhead
+from tests.integration.conftest import Server, running_server
 
 pytestmark = pytest.mark.integration
 
 
 OWN_SERVER = {"RAGBLEND_CPU_COMPILE": "true"}
-
-
-@pytest.fixture(scope="module")
-def compiled(launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest) -> Iterator[Server]:
-    with module_server(launch_ahead, request.module) as server:
-        yield server
 
 
 def compiled_code(data_dir: Path) -> dict[Path, int]:
@@ -40,32 +32,32 @@ def cpu_model() -> str:
     return names[0] if names else platform.processor()
 
 
-def test_a_compiled_model_blends_and_ratio_one_matches_its_full_prefill(compiled: Server) -> None:
+def test_a_compiled_model_blends_and_ratio_one_matches_its_full_prefill(own_server: Server) -> None:
     documents = [capital_document(country, city) for country, city in CAPITALS.items()]
-    ask_capital(compiled, "Italy", documents, "blend")  # stores every chunk
+    ask_capital(own_server, "Italy", documents, "blend")  # stores every chunk
     order = documents[::-1]
-    full = ask_capital(compiled, "Italy", order, "full")
+    full = ask_capital(own_server, "Italy", order, "full")
     # vLLM's own forward, nothing of the blend in it: it answered garbage while the connector's
     # start-up check converted the model's rotary table in place under the compiled graph.
     assert "Rome" in first_sentence(full), f"on {cpu_model()}: {first_sentence(full)!r}"
-    blended = ask_capital(compiled, "Italy", order, "blend", ratio=1.0)
+    blended = ask_capital(own_server, "Italy", order, "blend", ratio=1.0)
     assert blended["blend"]["chunks_hit"] == len(CAPITALS)
     assert first_sentence(blended) == first_sentence(full)
     assert divergence(first_token_distribution(full), first_token_distribution(blended)) < 0.05
 
 
-def test_a_restart_on_the_same_data_directory_compiles_nothing_again(compiled: Server) -> None:
+def test_a_restart_on_the_same_data_directory_compiles_nothing_again(own_server: Server) -> None:
     documents = [capital_document("Italy", "Rome")]
-    before = ask_capital(compiled, "Italy", documents, "full")
-    kept = compiled_code(compiled.data_dir)
+    before = ask_capital(own_server, "Italy", documents, "full")
+    kept = compiled_code(own_server.data_dir)
     assert kept, "the compiled code is not kept with the server's data"
-    assert compiled.process is not None
-    compiled.process.send_signal(signal.SIGINT)
-    compiled.process.wait(timeout=60)
-    started = compiled.log.stat().st_size
-    with running_server(compiled.data_dir, OWN_SERVER) as restarted:
+    assert own_server.process is not None
+    own_server.process.send_signal(signal.SIGINT)
+    own_server.process.wait(timeout=60)
+    started = own_server.log.stat().st_size
+    with running_server(own_server.data_dir, OWN_SERVER) as restarted:
         after = ask_capital(restarted, "Italy", documents, "full")
-        restart_log = compiled.log.read_text(errors="replace")[started:]
+        restart_log = own_server.log.read_text(errors="replace")[started:]
     assert first_sentence(after) == first_sentence(before)
     assert "Compiling model again" not in restart_log
-    assert compiled_code(compiled.data_dir) == kept, "the restart compiled the model again"
+    assert compiled_code(own_server.data_dir) == kept, "the restart compiled the model again"

@@ -5,14 +5,11 @@ order afterwards, and the answers are those of a server that prefills in one ste
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from gateway.cli.selfcheck import CAPITALS, capital_document
 from tests.integration.capital_questions import answer_text, ask_capital, first_sentence
-from tests.integration.conftest import Server, module_server
-from tests.integration.launch_ahead import LaunchAhead
+from tests.integration.conftest import Server
 
 pytestmark = pytest.mark.integration
 
@@ -22,29 +19,21 @@ DOCUMENTS = {country: capital_document(country, city) for country, city in CAPIT
 OWN_SERVER = {"RAGBLEND_MAX_NUM_BATCHED_TOKENS": str(BUDGET), "RAGBLEND_LOG_LEVEL": "info"}
 
 
-@pytest.fixture(scope="module")
-def small_steps(
-    launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest
-) -> Iterator[Server]:
-    with module_server(launch_ahead, request.module) as started:
-        yield started
-
-
-def test_vllm_takes_the_budget(small_steps: Server) -> None:
+def test_vllm_takes_the_budget(own_server: Server) -> None:
     assert f"Chunked prefill is enabled with max_num_batched_tokens={BUDGET}." in (
-        small_steps.log.read_text()
+        own_server.log.read_text()
     )
 
 
 def test_a_first_sighting_over_several_steps_is_stored_whole(
-    small_steps: Server, server: Server
+    own_server: Server, server: Server
 ) -> None:
     order = ["Poland", "France", "Italy", "Austria", "Germany", "Portugal"]
     documents = [DOCUMENTS[name] for name in order]
-    first = ask_capital(small_steps, "Italy", documents)
+    first = ask_capital(own_server, "Italy", documents)
     assert first["blend"]["chunks_missed"] == len(order)
     assert first["usage"]["prompt_tokens"] > 6 * BUDGET
-    again = ask_capital(small_steps, "Italy", documents[::-1])
+    again = ask_capital(own_server, "Italy", documents[::-1])
     assert again["blend"] | {"chunks_hit": len(order), "chunks_missed": 0} == again["blend"]
     assert again["blend"]["reused_tokens"] > 0
     assert "Rome" in answer_text(again)

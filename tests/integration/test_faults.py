@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,8 @@ from tests.integration.conftest import (
     TEST_MODEL,
     Server,
     engine_core_pids,
-    module_server,
     wait_until_settled,
 )
-from tests.integration.launch_ahead import LaunchAhead
 
 pytestmark = pytest.mark.integration
 
@@ -133,14 +130,6 @@ OWN_SERVER = {
     "RAGBLEND_CHUNK_CONTEXT": "passages",
 }
 """A server of this module's own, with a chunk store that holds two documents' KV."""
-
-
-@pytest.fixture(scope="module")
-def own_server(
-    launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest
-) -> Iterator[Server]:
-    with module_server(launch_ahead, request.module) as started:
-        yield started
 
 
 def _fact(place: str, city: str) -> str:

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.integration.conftest import Server, module_server
-from tests.integration.launch_ahead import LaunchAhead
+from tests.integration.conftest import Server
 
 pytestmark = pytest.mark.integration
 
@@ -23,12 +21,6 @@ FILLER = "Its people farm the valleys, trade by river and hold a market every sp
 
 
 OWN_SERVER = {"RAGBLEND_LEARN_CONTEXTS": "true", "RAGBLEND_LEARN_CONTEXTS_AFTER": "2"}
-
-
-@pytest.fixture(scope="module")
-def learning(launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest) -> Iterator[Server]:
-    with module_server(launch_ahead, request.module) as server:
-        yield server
 
 
 def _documents(*places: str) -> list[str]:
@@ -92,12 +84,12 @@ def _learn(client: httpx.Client, server: Server, documents: list[str]) -> list[d
     return summaries
 
 
-def test_documents_sent_for_the_first_time_are_learnt_on_the_spot(learning: Server) -> None:
+def test_documents_sent_for_the_first_time_are_learnt_on_the_spot(own_server: Server) -> None:
     documents = _documents("Freedonia", "Sylvania", "Grand Fenwick")
-    with learning.client() as client:
-        queued = _work(learning, "queued")
-        first, second = _ask(client, learning, documents), _ask(client, learning, documents)
-        other_head = _ask(client, learning, documents, system="Answer in one word.")
+    with own_server.client() as client:
+        queued = _work(own_server, "queued")
+        first, second = _ask(client, own_server, documents), _ask(client, own_server, documents)
+        other_head = _ask(client, own_server, documents, system="Answer in one word.")
     # The first request computed every chunk in place, as a prefill, and stored them as such.
     assert first["context"] == "cold" and first["chunks_missed"] == 3
     # Behind the head they were learnt behind, the chunks' KV is exact: nothing recomputed.
@@ -107,18 +99,18 @@ def test_documents_sent_for_the_first_time_are_learnt_on_the_spot(learning: Serv
     # Behind another head (a system prompt), the in-context recipe.
     assert other_head["context"] == "learnt" and other_head["metric"] == "probe"
     assert other_head["chunks_hit"] == 3
-    assert _work(learning, "queued") == queued  # nothing left for the background worker
+    assert _work(own_server, "queued") == queued  # nothing left for the background worker
 
 
 def test_cached_documents_sent_again_and_again_are_learnt_behind_each_other(
-    learning: Server,
+    own_server: Server,
 ) -> None:
     documents = _documents("Laputa", "Lilliput", "Brobdingnag")
-    with learning.client() as client:
-        first, second = _learn(client, learning, documents)
-        third = _ask(client, learning, documents)
-        reordered = _ask(client, learning, [documents[1], documents[0], documents[2]])
-        joined = _ask(client, learning, [*documents, *_documents("Balnibarbi")])
+    with own_server.client() as client:
+        first, second = _learn(client, own_server, documents)
+        third = _ask(client, own_server, documents)
+        reordered = _ask(client, own_server, [documents[1], documents[0], documents[2]])
+        joined = _ask(client, own_server, [*documents, *_documents("Balnibarbi")])
     assert first["context"] == second["context"] == "cold"
     assert first["metric"] == "probe" and first["chunks_hit"] == 3
     assert third["context"] == "exact" and third["mode"] == "reuse"
@@ -127,17 +119,17 @@ def test_cached_documents_sent_again_and_again_are_learnt_behind_each_other(
     assert reordered["metric"] == joined["metric"] == "probe"
 
 
-def test_exact_chunks_reused_alone_answer_as_full_prefill(learning: Server) -> None:
+def test_exact_chunks_reused_alone_answer_as_full_prefill(own_server: Server) -> None:
     """Learnt on the spot by the first request, which missed them all, the stored KV is what a
     full prefill of such a prompt computes: reused with nothing recomputed, it gives full
     prefill's answer (tests/integration/test_contextual_precompute.py measures how close a
     learning request's KV is, against cold KV)."""
     documents = _documents("Florin", "Guilder", "Gilead")
-    with learning.client() as client:
-        assert _ask(client, learning, documents)["chunks_missed"] == 3
-        exact = _reply(client, learning, documents)
-        full = _reply(client, learning, documents, {"mode": "full"})
-        asked = _reply(client, learning, documents, {"recompute_ratio": 0.3})["blend"]
+    with own_server.client() as client:
+        assert _ask(client, own_server, documents)["chunks_missed"] == 3
+        exact = _reply(client, own_server, documents)
+        full = _reply(client, own_server, documents, {"mode": "full"})
+        asked = _reply(client, own_server, documents, {"recompute_ratio": 0.3})["blend"]
     # A request that chooses its recipe gets it, here the in-context one at its own ratio.
     assert asked["mode"] == "blend" and asked["metric"] == "probe"
     assert exact["blend"]["context"] == "exact" and exact["blend"]["mode"] == "reuse"
@@ -147,20 +139,20 @@ def test_exact_chunks_reused_alone_answer_as_full_prefill(learning: Server) -> N
     assert _answer(exact) == _answer(full)
 
 
-def test_the_server_answers_while_it_learns(learning: Server) -> None:
+def test_the_server_answers_while_it_learns(own_server: Server) -> None:
     documents = _documents("Ruritania", "Genovia", "Kreplachistan", "Elbonia")
-    with learning.client() as client:
-        _ask(client, learning, documents[::-1])
-        queued, done = _work(learning, "queued"), _work(learning, "done")
-        _ask(client, learning, documents)
-        _ask(client, learning, documents)
-        assert _work(learning, "queued") == queued + 1
+    with own_server.client() as client:
+        _ask(client, own_server, documents[::-1])
+        queued, done = _work(own_server, "queued"), _work(own_server, "done")
+        _ask(client, own_server, documents)
+        _ask(client, own_server, documents)
+        assert _work(own_server, "queued") == queued + 1
         # Learning waits for live requests; these are answered whatever it is doing.
         for place in ("Molvania", "Vulgaria"):
-            assert _ask(client, learning, _documents(place, "Zenda"))["context"] == "cold"
-            assert httpx.get(f"{learning.url}/health").status_code == 200
-        _until_learnt(learning, done)
-        assert _ask(client, learning, documents)["context"] == "exact"
+            assert _ask(client, own_server, _documents(place, "Zenda"))["context"] == "cold"
+            assert httpx.get(f"{own_server.url}/health").status_code == 200
+        _until_learnt(own_server, done)
+        assert _ask(client, own_server, documents)["context"] == "exact"
 
 
 def test_without_learning_documents_stay_cold(server: Server) -> None:

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.integration.conftest import Server, module_server
-from tests.integration.launch_ahead import LaunchAhead
+from tests.integration.conftest import Server
 
 pytestmark = pytest.mark.integration
 
@@ -62,34 +60,25 @@ def _ask(
     return reply.json()
 
 
-@pytest.fixture(scope="module")
-def neighbours(
-    launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest
-) -> Iterator[Server]:
-    with module_server(launch_ahead, request.module) as server:
-        yield server
-
-
 def test_a_chunk_is_precomputed_again_when_new_chunks_join_its_neighbours(
-    neighbours: Server,
+    own_server: Server,
 ) -> None:
-    server = neighbours
     first, second = _fact("Freedonia", "Fredville"), _fact("Sylvania", "Sylvaport")
     third = _fact("Grand Fenwick", "Fenwick Town")
     facts = {fact["id"]: fact["text"] for fact in (first, second, third)}
-    with server.client() as client:
+    with own_server.client() as client:
         _ingest(client, first, second)
         deadline = time.monotonic() + WAIT_SECONDS
         while _statuses(client, "freedonia", "sylvania") != ["cached", "cached"]:
             assert time.monotonic() < deadline, "the first documents were never cached"
             time.sleep(0.2)
-        stored = _metric(server, "ragblend_precomputed_chunks_total", "miss")
+        stored = _metric(own_server, "ragblend_precomputed_chunks_total", "miss")
         assert stored == 2
-        assert _metric(server, "ragblend_chunk_context_refreshes_total", "replaced") == 0
+        assert _metric(own_server, "ragblend_chunk_context_refreshes_total", "replaced") == 0
 
         # Each old chunk had one other chunk; the new one joins both their nearest two.
         _ingest(client, third)
-        while _metric(server, "ragblend_chunk_context_refreshes_total", "replaced") < 2:
+        while _metric(own_server, "ragblend_chunk_context_refreshes_total", "replaced") < 2:
             assert time.monotonic() < deadline, "the old chunks were never precomputed again"
             assert _statuses(client, "freedonia", "sylvania") == ["cached", "cached"]
             time.sleep(0.2)
@@ -97,13 +86,13 @@ def test_a_chunk_is_precomputed_again_when_new_chunks_join_its_neighbours(
             assert time.monotonic() < deadline, "the new document was never cached"
             time.sleep(0.2)
         # Replaced entries were computed and stored anew: misses, like the first three.
-        assert _metric(server, "ragblend_precomputed_chunks_total", "miss") == stored + 3
-        assert _metric(server, "ragblend_chunk_context_refreshes_total", "failed") == 0
+        assert _metric(own_server, "ragblend_precomputed_chunks_total", "miss") == stored + 3
+        assert _metric(own_server, "ragblend_chunk_context_refreshes_total", "failed") == 0
 
-        reply = _ask(client, server, "What is the capital of Freedonia?")
+        reply = _ask(client, own_server, "What is the capital of Freedonia?")
         assert _statuses(client, "freedonia", "sylvania") == ["cached", "cached"]
         texts = [facts[source["document_id"]] for source in reversed(reply["retrieval"])]
-        sent = _ask(client, server, "What is the capital of Freedonia?", documents=texts)
+        sent = _ask(client, own_server, "What is the capital of Freedonia?", documents=texts)
     sources = reply["retrieval"]
     assert sources[0]["document_id"] == "freedonia"
     assert "Fredville" in reply["choices"][0]["message"]["content"]

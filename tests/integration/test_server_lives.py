@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from tests.integration.cited_passages import Citation, checked_citations, ingest_passages
-from tests.integration.conftest import Server, as_project, module_server, running_server
+from tests.integration.conftest import Server, as_project, running_server
 from tests.integration.killed_ingest import check_kept, kill_mid_ingest
-from tests.integration.launch_ahead import LaunchAhead
 from tests.integration.library_documents import ask, fact, ingest, wait_for_status
 from tests.integration.open_requests import Stopped, sigterm_with_open_requests
 from tests.integration.reranked_question import DOCUMENTS, ranked_sources
@@ -52,18 +51,17 @@ class SecondLife:
 
 
 @pytest.fixture(scope="module")
-def first_life(launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest) -> FirstLife:
-    with module_server(launch_ahead, request.module) as server:
-        with server.client() as client:
-            ingest(client, {"id": "lilliput", "text": fact("Lilliput", "Mildendo")})
-            wait_for_status(client, "lilliput", "cached")
-        citing = as_project(server, CITING_PROJECT)
-        with citing.client() as client:
-            ingest_passages(client)
-            citations = checked_citations(client, citing)
-        with as_project(server, RERANKING_PROJECT).client() as client:
-            ingest(client, *DOCUMENTS)
-        return FirstLife(server, citations, sigterm_with_open_requests(server))
+def first_life(own_server: Server) -> FirstLife:
+    with own_server.client() as client:
+        ingest(client, {"id": "lilliput", "text": fact("Lilliput", "Mildendo")})
+        wait_for_status(client, "lilliput", "cached")
+    citing = as_project(own_server, CITING_PROJECT)
+    with citing.client() as client:
+        ingest_passages(client)
+        citations = checked_citations(client, citing)
+    with as_project(own_server, RERANKING_PROJECT).client() as client:
+        ingest(client, *DOCUMENTS)
+    return FirstLife(own_server, citations, sigterm_with_open_requests(own_server))
 
 
 @pytest.fixture(scope="module")

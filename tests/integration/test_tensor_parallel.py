@@ -9,7 +9,6 @@ or the layers' collectives would hang: these requests finishing is itself part o
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,7 @@ from gateway.cli.selfcheck import (
     first_token_distribution,
 )
 from tests.integration.capital_questions import answer_text, ask_capital, first_sentence
-from tests.integration.conftest import Server, module_server, wait_until_settled
-from tests.integration.launch_ahead import LaunchAhead
+from tests.integration.conftest import Server, wait_until_settled
 
 pytestmark = pytest.mark.integration
 
@@ -37,14 +35,6 @@ ORDERS = [
 
 
 OWN_SERVER = {"RAGBLEND_TENSOR_PARALLEL_SIZE": str(RANKS)}
-
-
-@pytest.fixture(scope="module")
-def split_server(
-    launch_ahead: LaunchAhead[Server], request: pytest.FixtureRequest
-) -> Iterator[Server]:
-    with module_server(launch_ahead, request.module) as server:
-        yield server
 
 
 def _ask(
@@ -68,30 +58,30 @@ def _wait_for_entries(server: Server, count: int) -> None:
     raise AssertionError(f"the ranks never stored {count} entries each")
 
 
-def test_chunks_miss_once_then_hit_on_every_rank(split_server: Server) -> None:
+def test_chunks_miss_once_then_hit_on_every_rank(own_server: Server) -> None:
     country, order = ORDERS[0]
-    first = _ask(split_server, country, order, "blend")
+    first = _ask(own_server, country, order, "blend")
     assert first["blend"]["chunks_missed"] == len(CAPITALS)
-    _wait_for_entries(split_server, len(CAPITALS))
+    _wait_for_entries(own_server, len(CAPITALS))
     # Each rank keeps its own heads' share under keys of its own.
-    names = [{path.name for path in d.glob("*.kv")} for d in _rank_dirs(split_server)]
+    names = [{path.name for path in d.glob("*.kv")} for d in _rank_dirs(own_server)]
     assert all(not (names[a] & names[b]) for a in range(RANKS) for b in range(a + 1, RANKS))
-    repeat = _ask(split_server, *ORDERS[1], "blend")
+    repeat = _ask(own_server, *ORDERS[1], "blend")
     assert repeat["blend"]["chunks_hit"] == len(CAPITALS)
     assert repeat["blend"]["chunks_missed"] == 0
     assert repeat["blend"]["reused_tokens"] > 0
 
 
 @pytest.fixture(scope="module")
-def warm(split_server: Server) -> None:
+def warm(own_server: Server) -> None:
     """Every document's chunk KV is stored once (on every rank)."""
-    _ask(split_server, "France", list(CAPITALS), "blend")
+    _ask(own_server, "France", list(CAPITALS), "blend")
 
 
-def test_ratio_one_reproduces_the_full_prefill(split_server: Server, warm: None) -> None:
+def test_ratio_one_reproduces_the_full_prefill(own_server: Server, warm: None) -> None:
     for country, order in ORDERS:
-        full = _ask(split_server, country, order, "full")
-        blended = _ask(split_server, country, order, "blend", ratio=1.0)
+        full = _ask(own_server, country, order, "full")
+        blended = _ask(own_server, country, order, "blend", ratio=1.0)
         assert blended["blend"]["chunks_hit"] == len(CAPITALS)
         assert blended["blend"]["reused_tokens"] == 0
         assert first_sentence(blended) == first_sentence(full)
@@ -99,28 +89,28 @@ def test_ratio_one_reproduces_the_full_prefill(split_server: Server, warm: None)
         assert divergence(reference, first_token_distribution(blended)) < EXACT_DIVERGENCE
 
 
-def test_the_default_blend_answers_from_the_reused_chunks(split_server: Server, warm: None) -> None:
+def test_the_default_blend_answers_from_the_reused_chunks(own_server: Server, warm: None) -> None:
     # A first chunk no earlier prompt began with: a prompt whose head vLLM's prefix cache
     # already holds is left to it, not blended.
     order = ["Italy", "Poland", "Austria", "France", "Portugal", "Germany"]
-    reply = _ask(split_server, "Portugal", order, "blend")
+    reply = _ask(own_server, "Portugal", order, "blend")
     assert reply["blend"]["chunks_hit"] == len(CAPITALS)
     assert reply["blend"]["reused_tokens"] > 0 and reply["blend"]["recomputed_tokens"] > 0
     assert CAPITALS["Portugal"] in answer_text(reply)
 
 
 def test_a_chunk_missing_on_one_rank_is_recomputed_on_every_rank(
-    split_server: Server, warm: None
+    own_server: Server, warm: None
 ) -> None:
-    wait_until_settled(split_server)  # settling rewrites each entry behind the prefix
-    _wait_for_entries(split_server, len(CAPITALS))
-    for entry in _rank_dirs(split_server)[1].glob("*.kv"):
+    wait_until_settled(own_server)  # settling rewrites each entry behind the prefix
+    _wait_for_entries(own_server, len(CAPITALS))
+    for entry in _rank_dirs(own_server)[1].glob("*.kv"):
         entry.unlink()  # rank 1 lost every chunk; ranks 0 and 2 still hold theirs
     order = ["Poland", "Austria"]  # no earlier prompt began with Poland: no prefix-cache hit
-    lopsided = _ask(split_server, "Austria", order, "blend")
+    lopsided = _ask(own_server, "Austria", order, "blend")
     assert lopsided["blend"]["chunks_hit"] == 0
     assert lopsided["blend"]["chunks_missed"] == 2
-    full = _ask(split_server, "Austria", order, "full")
+    full = _ask(own_server, "Austria", order, "full")
     assert first_sentence(lopsided) == first_sentence(full)
-    again = _ask(split_server, "Poland", order[::-1], "blend")  # nor with Austria
+    again = _ask(own_server, "Poland", order[::-1], "blend")  # nor with Austria
     assert again["blend"]["chunks_hit"] == 2
