@@ -39,7 +39,9 @@ class LaunchAhead(Generic[S]):
         longer, and its start (a compiling one's takes minutes of both cores) slows other
         modules' tests."""
         upcoming = self.following(module)
-        if upcoming is not None and _own_server(upcoming) is not None:
+        if upcoming is None or _own_server(upcoming) is None:
+            return
+        if upcoming.__name__ not in self._waiting:  # a second start would leak the first
             self._waiting[upcoming.__name__] = self._start(upcoming)
 
     def following(self, module: ModuleType) -> ModuleType | None:
