@@ -4,9 +4,12 @@ A blend passes vLLM's CPU attention kernel one sequence per run of adjacent reco
 (`engine/connector/paged_attention.py`). This times that kernel on one layer's shapes for a
 full prefill's queries and for a share of them chosen in different patterns (scattered single
 tokens, the same skewed toward the end of the prompt, runs of consecutive tokens), so the cost
-per query can be compared with full prefill's.
+per query can be compared with full prefill's, and beside it torch's fused SDPA kernel over the
+same K/V with each query's exact mask (`engine/blend/attention.py`), which the blend uses where
+vLLM's kernel is the slower (`paged_kernel_preferred`).
 
     python -m load_tests.bench_paged_attention --tokens 3200 --share 0.12
+    python -m load_tests.bench_paged_attention --tokens 8192 --share 0.55 --dtype float32
 """
 
 from __future__ import annotations
@@ -56,7 +59,9 @@ PATTERNS: dict[str, Callable[[int, int, torch.Generator], Tensor]] = {
 }
 
 
-def _cache(args: argparse.Namespace, dtype: torch.dtype) -> tuple[Tensor, Tensor, str]:
+def _cache(
+    args: argparse.Namespace, dtype: torch.dtype
+) -> tuple[Tensor, Tensor, str, tuple[Tensor, Tensor]]:
     from vllm import _custom_ops as ops
     from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
@@ -68,7 +73,7 @@ def _cache(args: argparse.Namespace, dtype: torch.dtype) -> tuple[Tensor, Tensor
     values = torch.randn_like(keys)
     slots = torch.arange(args.tokens)
     ops.cpu_attn_reshape_and_cache(keys, values, key_cache, value_cache, slots, isa, 1.0, 1.0)
-    return cache, torch.arange(blocks, dtype=torch.int32), isa
+    return cache, torch.arange(blocks, dtype=torch.int32), isa, (keys, values)
 
 
 def _seconds(call: Callable[[], Any], repeats: int) -> float:
@@ -82,10 +87,11 @@ def _seconds(call: Callable[[], Any], repeats: int) -> float:
 
 
 def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from engine.blend.attention import selective_attention
     from engine.connector.paged_attention import attend_runs, position_runs
 
-    dtype = torch.bfloat16
-    cache, block_ids, isa = _cache(args, dtype)
+    dtype = getattr(torch, args.dtype)
+    cache, block_ids, isa, (keys, values) = _cache(args, dtype)
     queries = torch.randn(args.tokens, args.heads, args.head_dim, dtype=dtype)
     scale = args.head_dim**-0.5
     generator = torch.Generator().manual_seed(args.seed)
@@ -102,7 +108,10 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         def attend(q: Tensor = q, positions: Tensor = positions) -> Tensor:
             return attend_runs(q, positions, cache, block_ids, scale=scale, isa=isa)
 
-        seconds = _seconds(attend, args.repeats)
+        def sdpa(q: Tensor = q, positions: Tensor = positions, tail: bool = not rows) -> Tensor:
+            return selective_attention(q, keys, values, positions, scale, tail)
+
+        seconds, sdpa_seconds = _seconds(attend, args.repeats), _seconds(sdpa, args.repeats)
         rows.append(
             {
                 "pattern": name,
@@ -110,6 +119,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "runs": position_runs(positions)[1].numel(),
                 "mean_position": round(float(positions.double().mean()) / args.tokens, 3),
                 "us_per_query": round(seconds / positions.numel() * 1e6, 2),
+                "sdpa_us_per_query": round(sdpa_seconds / positions.numel() * 1e6, 2),
             }
         )
     full = rows[0]["us_per_query"]
@@ -126,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--heads", type=int, default=14, help="query heads (0.5B model: 14)")
     parser.add_argument("--kv-heads", type=int, default=2)
     parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=scratch("paged_attention"), help="<out>.json")
@@ -139,11 +150,13 @@ def main() -> int:
         parser.error("--share must be in (0, 1] and --tokens at least 32")
     rows = measure(args)
     header = ("queries", 8), ("runs", 6), ("mean pos", 9), ("us/query", 9), ("vs full", 8)
+    header += (("SDPA us/q", 10),)
     print(f"{'pattern':24} " + " ".join(f"{name:>{width}}" for name, width in header))
     for row in rows:
         print(
             f"{row['pattern']:24} {row['queries']:8d} {row['runs']:6d} "
-            f"{row['mean_position']:9.3f} {row['us_per_query']:9.2f} {row['vs_full']:8.2f}"
+            f"{row['mean_position']:9.3f} {row['us_per_query']:9.2f} {row['vs_full']:8.2f} "
+            f"{row['sdpa_us_per_query']:10.2f}"
         )
     path = output_path(Path(args.out), ".json")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,18 @@ import torch
 from torch import Tensor, nn
 
 
+def paged_kernel_preferred(isa: str) -> bool:
+    """Whether vLLM's kernel of instruction set ``isa`` should compute a blend's selective
+    attention over torch's fused SDPA kernel (``engine.blend.attention``) when either could.
+
+    Its portable kernels (``vec``, ``vec16``) run each run of consecutive queries as a sequence of
+    its own, and a blend's recomputed tokens fall in many short runs: on an AVX2 EPYC in float32
+    they took 1.3-2.1x SDPA's time per layer, more the more tokens are recomputed
+    (``load_tests.bench_paged_attention``). The AMX kernels are kept: not measured against it.
+    """
+    return isa == "amx"
+
+
 def position_runs(positions: Tensor) -> tuple[Tensor, Tensor]:
     """For sorted positions: (query_start_loc [runs+1], seq_lens [runs]), both int32."""
     count = positions.numel()

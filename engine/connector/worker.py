@@ -26,7 +26,7 @@ from engine.connector.lookup import ChunkLookupServer
 from engine.connector.metadata import BlendJob
 from engine.connector.miss_store import MissStore
 from engine.connector.model import VllmDecoder, find_model_runner_model
-from engine.connector.paged_attention import CpuPagedAttention
+from engine.connector.paged_attention import CpuPagedAttention, paged_kernel_preferred
 from engine.connector.placement import ChunkPlacer, Placement
 from engine.connector.ranks import RankGroup
 from engine.connector.stats import StatsOutbox
@@ -208,7 +208,7 @@ class BlendWorker:
         decoder = self._decoder
         device = next(iter(self._kv_caches.values())).device
         slots = job.slots(self.block_size, device)
-        attend = self._paged_attention(job)
+        attend = self._paged_attention(job, recipe)
         settled = job.settled(attend is not None, recipe)
         rotates, first = decoder.rope is not None, placement.first_reused
         in_place = [
@@ -240,11 +240,11 @@ class BlendWorker:
             torch.cuda.current_stream(device).synchronize()  # the captures have reached the host
         return result
 
-    def _paged_attention(self, job: BlendJob) -> Attend | None:
-        """vLLM's CPU kernel reads the fused KV back from the paged cache; else torch SDPA."""
-        decoder = self._decoder
-        layers = [decoder.attention_layer(i) for i in range(decoder.num_layers)]
-        if type(layers[0].impl).__name__ != "CPUAttentionBackendImpl":
+    def _paged_attention(self, job: BlendJob, recipe: Recipe) -> Attend | None:
+        """vLLM's CPU kernel over the paged cache where it holds settled positions or is faster."""
+        layers = [self._decoder.attention_layer(i) for i in range(self._decoder.num_layers)]
+        on_cpu = type(layers[0].impl).__name__ == "CPUAttentionBackendImpl"
+        if not on_cpu or not (job.settled(True, recipe) or paged_kernel_preferred(layers[0].isa)):
             return None
         paged = CpuPagedAttention(layers, self._kv_caches, job.block_ids)
         return lambda layer, q, _k, _v, positions: paged(layer, q, positions)
