@@ -108,7 +108,9 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         def attend(q: Tensor = q, positions: Tensor = positions) -> Tensor:
             return attend_runs(q, positions, cache, block_ids, scale=scale, isa=isa)
 
-        def sdpa(q: Tensor = q, positions: Tensor = positions, tail: bool = not rows) -> Tensor:
+        tail = name == "full prefill"  # every position: the one causal pass the blend takes
+
+        def sdpa(q: Tensor = q, positions: Tensor = positions, tail: bool = tail) -> Tensor:
             return selective_attention(q, keys, values, positions, scale, tail)
 
         seconds, sdpa_seconds = _seconds(attend, args.repeats), _seconds(sdpa, args.repeats)

@@ -18,7 +18,7 @@ def paged_kernel_preferred(isa: str) -> bool:
 
     Its portable kernels (``vec``, ``vec16``) run each run of consecutive queries as a sequence of
     its own, and a blend's recomputed tokens fall in many short runs: on an AVX2 EPYC in float32
-    they took 1.3-2.1x SDPA's time per layer, more the more tokens are recomputed
+    they took 1.45-1.90x SDPA's time per query on one layer's shapes
     (``load_tests.bench_paged_attention``). The AMX kernels are kept: not measured against it.
     """
     return isa == "amx"

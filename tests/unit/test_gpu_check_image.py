@@ -58,7 +58,8 @@ RUN = """
 import importlib, pytest
 for module in sys.argv[2].split(","):
     importlib.import_module(module)
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-o", "addopts=", *sys.argv[3:]]))
+if sys.argv[3:]:  # no test files: imports only (pytest would collect everything)
+    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-o", "addopts=", *sys.argv[3:]]))
 """
 
 
